@@ -1,0 +1,594 @@
+/*-------------------------------------------------------------------------
+ *
+ * wheel.c
+ *	  Hierarchical timing wheel for jobflow's worker.
+ *
+ * Levels of 64 slots with a 1 ms tick at level 0; a slot at level L spans
+ * 64^L ms.  An entry due at d, with the wheel's clock at e (both counted in
+ * ms from the wheel's epoch), lives at the level of the highest bit in
+ * which d and e differ, in the slot given by d's 6 bits at that level.
+ * Hence the invariant every operation relies on: an entry's level and
+ * slot are a function of (e, d) only, and the slot starts after e.  Each
+ * level keeps a 64-bit occupancy bitmap, so the next non-empty slot is one
+ * rotate and count-trailing-zeros away, and the lowest non-empty level
+ * always holds the earliest entries.  When the clock reaches the start of
+ * a non-empty slot the slot is emptied: at level 0 its whole list is due
+ * (spliced in O(1) onto the "ready" list), above it each entry moves to a
+ * lower level (lazy cascading: at most once per level).  The top level
+ * wraps around; the number of levels is chosen from the horizon so that a
+ * top-level slot can never hold two rotations.
+ *
+ * Entries are 24 bytes (id, absolute due, next, prev) in a pool of chunks
+ * of 65536, addressed by uint32 index: no per-entry malloc and no pointer
+ * per entry.  Lists are doubly linked so cancel is O(1); the list an entry
+ * is on is recomputed from its due instead of being stored.  Allocation
+ * prefers the lowest chunk with room, so a draining wheel empties its
+ * trailing chunks, which are then freed (with one chunk of slack so that
+ * hovering around a boundary does not thrash malloc).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "wheel.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SLOT_BITS		6
+#define SLOTS			64
+#define SLOT_MASK		63
+#define MAX_LEVELS		10
+
+#define CHUNK_SHIFT		16
+#define CHUNK_SIZE		(1u << CHUNK_SHIFT)
+#define CHUNK_MASK		(CHUNK_SIZE - 1)
+/* keeps every index below FREE_MARK */
+#define MAX_CHUNKS		65535u
+
+#define NIL				UINT32_MAX
+#define FREE_MARK		(UINT32_MAX - 1)	/* prev of a free entry */
+
+typedef struct JfWheelEntry
+{
+	uint64_t	id;
+	int64_t		due;			/* absolute ms, as inserted */
+	uint32_t	next;
+	uint32_t	prev;			/* FREE_MARK when on a free list */
+} JfWheelEntry;
+
+typedef struct JfWheelChunk
+{
+	JfWheelEntry *entries;
+	uint32_t	free_head;		/* offset in chunk, NIL if none */
+	uint32_t	fresh;			/* offsets >= fresh never handed out */
+	uint32_t	live;
+} JfWheelChunk;
+
+typedef struct JfWheelLevel
+{
+	uint64_t	occupied;
+	/* lower bound of the dues in each slot (exact unless cancelled) */
+	uint64_t	min_due[SLOTS];
+	uint32_t	head[SLOTS];
+	uint32_t	tail[SLOTS];
+} JfWheelLevel;
+
+struct JfWheel
+{
+	int64_t		epoch;			/* absolute ms of elapsed == 0 */
+	int64_t		now;			/* absolute clock == epoch + elapsed */
+	uint64_t	elapsed;
+	uint64_t	horizon;
+	int			nlevels;
+	uint8_t		level_of_bit[64];
+	size_t		count;
+	size_t		max_entries;
+
+	/* due but not yet returned, in firing order */
+	uint32_t	ready_head;
+	uint32_t	ready_tail;
+
+	JfWheelChunk *chunks;
+	uint64_t   *nonfull;		/* bit per chunk with room */
+	uint32_t	nchunks;
+	uint32_t	chunk_cap;
+	uint32_t	nonfull_hint;	/* no bit set in words below this */
+
+	JfWheelLevel levels[MAX_LEVELS];
+};
+
+static inline JfWheelEntry *
+entry_at(const JfWheel *w, uint32_t idx)
+{
+	return &w->chunks[idx >> CHUNK_SHIFT].entries[idx & CHUNK_MASK];
+}
+
+/*
+ * Level of an entry due at rel (> elapsed): that of the highest differing
+ * bit, capped at the top level, which wraps.
+ */
+static inline int
+level_for(const JfWheel *w, uint64_t elapsed, uint64_t rel)
+{
+	return w->level_of_bit[63 - __builtin_clzll(elapsed ^ rel)];
+}
+
+static inline uint64_t
+rotr64(uint64_t x, unsigned c)
+{
+	return c ? (x >> c) | (x << (64 - c)) : x;
+}
+
+/*
+ * The earliest non-empty slot: the lowest non-empty level, first occupied
+ * slot after the clock's own digit.  Returns false if the wheel proper is
+ * empty.  *start gets the slot's start (relative ms).  Slots never hold
+ * entries due at or before elapsed, so the clock's own slot is never
+ * occupied, and at the top level a slot behind the clock's digit belongs
+ * to the next rotation.
+ */
+static inline bool
+next_slot(const JfWheel *w, int *level, unsigned *slot, uint64_t *start)
+{
+	for (int l = 0; l < w->nlevels; l++)
+	{
+		const JfWheelLevel *lv = &w->levels[l];
+		unsigned	shift = l * SLOT_BITS;
+		unsigned	digit;
+		unsigned	off;
+
+		if (lv->occupied == 0)
+			continue;
+		digit = (w->elapsed >> shift) & SLOT_MASK;
+		off = __builtin_ctzll(rotr64(lv->occupied, digit));
+		*level = l;
+		*slot = (digit + off) & SLOT_MASK;
+		*start = ((w->elapsed >> shift) + off) << shift;
+		return true;
+	}
+	return false;
+}
+
+/* Append at the tail, so that equal dues keep their insertion order. */
+static inline void
+ready_append(JfWheel *w, uint32_t idx, JfWheelEntry *e)
+{
+	e->next = NIL;
+	e->prev = w->ready_tail;
+	if (w->ready_tail == NIL)
+		w->ready_head = idx;
+	else
+		entry_at(w, w->ready_tail)->next = idx;
+	w->ready_tail = idx;
+}
+
+/* Link an entry due strictly after elapsed into its slot, at the tail. */
+static inline void
+slot_append(JfWheel *w, uint32_t idx, JfWheelEntry *e, uint64_t rel)
+{
+	int			l = level_for(w, w->elapsed, rel);
+	JfWheelLevel *lv = &w->levels[l];
+	unsigned	s = (rel >> (l * SLOT_BITS)) & SLOT_MASK;
+	uint32_t	tail = lv->tail[s];
+
+	e->next = NIL;
+	e->prev = tail;
+	if (tail == NIL)
+	{
+		lv->head[s] = idx;
+		lv->occupied |= UINT64_C(1) << s;
+		lv->min_due[s] = rel;
+	}
+	else
+	{
+		entry_at(w, tail)->next = idx;
+		if (rel < lv->min_due[s])
+			lv->min_due[s] = rel;
+	}
+	lv->tail[s] = idx;
+}
+
+/* ----------------------------------------------------------------
+ * Entry pool
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Add one chunk at the end.  The chunk table and the bitmap grow by
+ * doubling; the entries themselves are left uninitialised (handed out
+ * through "fresh"), so an added chunk costs no page touching.
+ */
+static JfWheelStatus
+chunk_add(JfWheel *w)
+{
+	JfWheelChunk *ch;
+
+	if (w->nchunks >= MAX_CHUNKS)
+		return JF_WHEEL_FULL;
+	if (w->nchunks == w->chunk_cap)
+	{
+		uint32_t	newcap = w->chunk_cap ? w->chunk_cap * 2 : 16;
+		size_t		oldwords = (w->chunk_cap + 63) / 64;
+		size_t		newwords = (newcap + 63) / 64;
+		JfWheelChunk *nc;
+		uint64_t   *nb;
+
+		nc = realloc(w->chunks, newcap * sizeof(JfWheelChunk));
+		if (nc == NULL)
+			return JF_WHEEL_NO_MEMORY;
+		w->chunks = nc;
+		nb = realloc(w->nonfull, newwords * sizeof(uint64_t));
+		if (nb == NULL)
+			return JF_WHEEL_NO_MEMORY;	/* bigger table kept, harmless */
+		memset(nb + oldwords, 0, (newwords - oldwords) * sizeof(uint64_t));
+		w->nonfull = nb;
+		w->chunk_cap = newcap;
+	}
+	ch = &w->chunks[w->nchunks];
+	ch->entries = malloc((size_t) CHUNK_SIZE * sizeof(JfWheelEntry));
+	if (ch->entries == NULL)
+		return JF_WHEEL_NO_MEMORY;
+	ch->free_head = NIL;
+	ch->fresh = 0;
+	ch->live = 0;
+	w->nonfull[w->nchunks / 64] |= UINT64_C(1) << (w->nchunks % 64);
+	if (w->nchunks / 64 < w->nonfull_hint)
+		w->nonfull_hint = w->nchunks / 64;
+	w->nchunks++;
+	return JF_WHEEL_OK;
+}
+
+/*
+ * Take a free entry from the lowest chunk with room; the caller has
+ * already checked max_entries.
+ */
+static inline JfWheelStatus
+entry_alloc(JfWheel *w, uint32_t *idx)
+{
+	size_t		nwords = (w->nchunks + 63) / 64;
+	uint32_t	c = w->nchunks;
+	JfWheelChunk *ch;
+	uint32_t	off;
+
+	for (size_t i = w->nonfull_hint; i < nwords; i++)
+	{
+		if (w->nonfull[i])
+		{
+			c = i * 64 + __builtin_ctzll(w->nonfull[i]);
+			w->nonfull_hint = i;
+			break;
+		}
+	}
+	if (c == w->nchunks)
+	{
+		JfWheelStatus st = chunk_add(w);
+
+		if (st != JF_WHEEL_OK)
+			return st;
+	}
+	ch = &w->chunks[c];
+	if (ch->free_head != NIL)
+	{
+		off = ch->free_head;
+		ch->free_head = ch->entries[off].next;
+	}
+	else
+		off = ch->fresh++;
+	if (++ch->live == CHUNK_SIZE)
+		w->nonfull[c / 64] &= ~(UINT64_C(1) << (c % 64));
+	w->count++;
+	*idx = (c << CHUNK_SHIFT) | off;
+	return JF_WHEEL_OK;
+}
+
+/*
+ * Release trailing empty chunks, but only while the chunks left keep a
+ * whole free chunk's worth of room: a wheel hovering around a chunk
+ * boundary must not malloc and free 1.5 MB on every other insert.
+ */
+static void
+pool_trim(JfWheel *w)
+{
+	while (w->nchunks > 1 &&
+		   w->chunks[w->nchunks - 1].live == 0 &&
+		   w->count <= (size_t) (w->nchunks - 2) * CHUNK_SIZE)
+	{
+		uint32_t	c = w->nchunks - 1;
+
+		free(w->chunks[c].entries);
+		w->chunks[c].entries = NULL;
+		w->nonfull[c / 64] &= ~(UINT64_C(1) << (c % 64));
+		w->nchunks--;
+	}
+}
+
+static inline void
+entry_free(JfWheel *w, uint32_t idx, JfWheelEntry *e)
+{
+	uint32_t	c = idx >> CHUNK_SHIFT;
+	JfWheelChunk *ch = &w->chunks[c];
+
+	e->prev = FREE_MARK;
+	e->next = ch->free_head;
+	ch->free_head = idx & CHUNK_MASK;
+	if (ch->live-- == CHUNK_SIZE)
+	{
+		w->nonfull[c / 64] |= UINT64_C(1) << (c % 64);
+		if (c / 64 < w->nonfull_hint)
+			w->nonfull_hint = c / 64;
+	}
+	w->count--;
+	if (w->chunks[w->nchunks - 1].live == 0)
+		pool_trim(w);
+}
+
+/* ----------------------------------------------------------------
+ * Public API
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * The level count is the smallest for which the top level, wrapping,
+ * still tells every due within the horizon apart: a due at most
+ * 63 * 64^top ms ahead lands at most 63 top slots ahead of the clock, so
+ * it never shares a slot with the clock's own (never-occupied) one.
+ */
+JfWheel *
+jf_wheel_create(int64_t now_ms, int64_t horizon_ms, uint32_t max_entries)
+{
+	JfWheel    *w;
+	int			n;
+
+	if (horizon_ms < 1)
+		return NULL;
+	for (n = 1; n <= MAX_LEVELS; n++)
+		if ((uint64_t) horizon_ms <= (UINT64_C(63) << ((n - 1) * SLOT_BITS)))
+			break;
+	if (n > MAX_LEVELS)
+		return NULL;
+
+	w = calloc(1, sizeof(JfWheel));
+	if (w == NULL)
+		return NULL;
+	w->epoch = now_ms;
+	w->now = now_ms;
+	w->elapsed = 0;
+	w->horizon = (uint64_t) horizon_ms;
+	w->nlevels = n;
+	for (int b = 0; b < 64; b++)
+		w->level_of_bit[b] = (b / SLOT_BITS < n) ? b / SLOT_BITS : n - 1;
+	w->max_entries = max_entries ? max_entries : SIZE_MAX;
+	w->ready_head = w->ready_tail = NIL;
+	for (int l = 0; l < MAX_LEVELS; l++)
+		for (int s = 0; s < SLOTS; s++)
+			w->levels[l].head[s] = w->levels[l].tail[s] = NIL;
+	return w;
+}
+
+void
+jf_wheel_destroy(JfWheel *w)
+{
+	if (w == NULL)
+		return;
+	for (uint32_t c = 0; c < w->nchunks; c++)
+		free(w->chunks[c].entries);
+	free(w->chunks);
+	free(w->nonfull);
+	free(w);
+}
+
+/*
+ * Entries already due go straight to the ready list, after everything
+ * already there: they fire at the next advance, and the firing order stays
+ * "by the wheel time at which each became due".
+ */
+JfWheelStatus
+jf_wheel_insert(JfWheel *w, uint64_t id, int64_t due_ms, uint32_t *handle)
+{
+	JfWheelEntry *e;
+	JfWheelStatus st;
+	uint32_t	idx;
+
+	if (due_ms > w->now &&
+		(uint64_t) due_ms - (uint64_t) w->now > w->horizon)
+		return JF_WHEEL_BEYOND_HORIZON;
+	if (w->count >= w->max_entries)
+		return JF_WHEEL_FULL;
+	st = entry_alloc(w, &idx);
+	if (st != JF_WHEEL_OK)
+		return st;
+
+	e = entry_at(w, idx);
+	e->id = id;
+	e->due = due_ms;
+	if (due_ms <= w->now)
+		ready_append(w, idx, e);
+	else
+		slot_append(w, idx, e, (uint64_t) due_ms - (uint64_t) w->epoch);
+	if (handle)
+		*handle = idx;
+	return JF_WHEEL_OK;
+}
+
+/*
+ * The list head/tail of a live entry are found from its due alone (see the
+ * invariant at the top), so entries need not store where they are.
+ */
+bool
+jf_wheel_cancel(JfWheel *w, uint32_t handle, uint64_t id)
+{
+	uint32_t	c = handle >> CHUNK_SHIFT;
+	JfWheelEntry *e;
+	uint32_t   *head;
+	uint32_t   *tail;
+	JfWheelLevel *lv = NULL;
+	unsigned	s = 0;
+
+	if (handle == JF_WHEEL_NO_HANDLE || c >= w->nchunks ||
+		(handle & CHUNK_MASK) >= w->chunks[c].fresh)
+		return false;
+	e = entry_at(w, handle);
+	if (e->prev == FREE_MARK || e->id != id)
+		return false;
+
+	if (e->due <= w->now)
+	{
+		head = &w->ready_head;
+		tail = &w->ready_tail;
+	}
+	else
+	{
+		uint64_t	rel = (uint64_t) e->due - (uint64_t) w->epoch;
+		int			l = level_for(w, w->elapsed, rel);
+
+		lv = &w->levels[l];
+		s = (rel >> (l * SLOT_BITS)) & SLOT_MASK;
+		head = &lv->head[s];
+		tail = &lv->tail[s];
+	}
+
+	if (e->prev == NIL)
+		*head = e->next;
+	else
+		entry_at(w, e->prev)->next = e->next;
+	if (e->next == NIL)
+		*tail = e->prev;
+	else
+		entry_at(w, e->next)->prev = e->prev;
+	if (lv != NULL && *head == NIL)
+		lv->occupied &= ~(UINT64_C(1) << s);
+
+	entry_free(w, handle, e);
+	return true;
+}
+
+int64_t
+jf_wheel_next_deadline(const JfWheel *w)
+{
+	int			l;
+	unsigned	s;
+	uint64_t	start;
+
+	if (w->ready_head != NIL)
+		return w->now;
+	if (!next_slot(w, &l, &s, &start))
+		return INT64_MAX;
+	/* min_due is >= start; exact unless its entry was cancelled */
+	return (int64_t) ((uint64_t) w->epoch + w->levels[l].min_due[s]);
+}
+
+/*
+ * Walk the clock to target visiting only non-empty slots, in time order.
+ * Each visited slot starts at or before target: the clock jumps to its
+ * start and the slot is emptied, level 0 onto the ready list in one
+ * splice, higher levels entry by entry into lower slots (or onto the ready
+ * list for those due exactly at the slot start).  All entries sharing a
+ * due sit in one slot, so ready stays in (due, insertion) order.
+ */
+static void
+advance_clock(JfWheel *w, uint64_t target)
+{
+	int			l;
+	unsigned	s;
+	uint64_t	start;
+
+	while (next_slot(w, &l, &s, &start) && start <= target)
+	{
+		JfWheelLevel *lv = &w->levels[l];
+		uint32_t	idx = lv->head[s];
+		uint32_t	tail = lv->tail[s];
+
+		w->elapsed = start;
+		lv->occupied &= ~(UINT64_C(1) << s);
+		lv->head[s] = lv->tail[s] = NIL;
+		if (l == 0)
+		{
+			/* everything in a level-0 slot is due exactly at start */
+			entry_at(w, idx)->prev = w->ready_tail;
+			if (w->ready_tail == NIL)
+				w->ready_head = idx;
+			else
+				entry_at(w, w->ready_tail)->next = idx;
+			w->ready_tail = tail;
+		}
+		else
+		{
+			while (idx != NIL)
+			{
+				JfWheelEntry *e = entry_at(w, idx);
+				uint32_t	next = e->next;
+				uint64_t	rel = (uint64_t) e->due - (uint64_t) w->epoch;
+
+				if (rel == start)
+					ready_append(w, idx, e);
+				else
+					slot_append(w, idx, e, rel);
+				idx = next;
+			}
+		}
+	}
+	w->elapsed = target;
+}
+
+size_t
+jf_wheel_advance(JfWheel *w, int64_t now_ms, JfWheelExpired *out, size_t max)
+{
+	size_t		n = 0;
+
+	if (now_ms > w->now)
+	{
+		advance_clock(w, (uint64_t) now_ms - (uint64_t) w->epoch);
+		w->now = now_ms;
+	}
+
+	while (n < max && w->ready_head != NIL)
+	{
+		uint32_t	idx = w->ready_head;
+		JfWheelEntry *e = entry_at(w, idx);
+
+		out[n].id = e->id;
+		out[n].due_ms = e->due;
+		n++;
+		w->ready_head = e->next;
+		if (w->ready_head == NIL)
+			w->ready_tail = NIL;
+		else
+			entry_at(w, w->ready_head)->prev = NIL;
+		entry_free(w, idx, e);
+	}
+	return n;
+}
+
+size_t
+jf_wheel_count(const JfWheel *w)
+{
+	return w->count;
+}
+
+size_t
+jf_wheel_memory(const JfWheel *w)
+{
+	return sizeof(JfWheel) +
+		(size_t) w->chunk_cap * sizeof(JfWheelChunk) +
+		(size_t) (w->chunk_cap + 63) / 64 * sizeof(uint64_t) +
+		(size_t) w->nchunks * CHUNK_SIZE * sizeof(JfWheelEntry);
+}
+
+int64_t
+jf_wheel_now(const JfWheel *w)
+{
+	return w->now;
+}
+
+int64_t
+jf_wheel_horizon_end(const JfWheel *w)
+{
+	if ((uint64_t) INT64_MAX - (uint64_t) w->now < w->horizon)
+		return INT64_MAX;
+	return w->now + (int64_t) w->horizon;
+}
+
+int
+jf_wheel_levels(const JfWheel *w)
+{
+	return w->nlevels;
+}
