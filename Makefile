@@ -1,0 +1,36 @@
+#-------------------------------------------------------------------------
+#
+# Makefile for jobflow
+#
+# PGXS build of the extension module, plus targets for the plain-C unit
+# tests and benchmarks (which need no server).
+#
+#-------------------------------------------------------------------------
+
+MODULE_big = jobflow
+EXTENSION = jobflow
+DATA = jobflow--0.1.0.sql
+PGFILEDESC = "jobflow - delayed and recurring HTTP callbacks"
+
+OBJS = \
+	src/jobflow.o \
+	src/task_check.o
+
+REGRESS = schedule validation lifecycle
+REGRESS_OPTS = --inputdir=. --load-extension=jobflow
+
+PG_CPPFLAGS = -I$(srcdir)/src
+PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
+SHLIB_LINK = -lcurl
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+unit:
+	$(MAKE) -C test/unit check
+
+bench-build:
+	$(MAKE) -C bench
+
+.PHONY: unit bench-build

@@ -1,0 +1,108 @@
+# scripts/lib.sh: shared by test.sh, demo.sh and the benchmarks.
+#
+# Installs what is missing, builds and installs jobflow, and runs a
+# throwaway PostgreSQL cluster with jobflow preloaded.  PostgreSQL refuses
+# to run as root, so when invoked as root the server runs as the "postgres"
+# OS user from a private directory under /tmp; otherwise it runs as the
+# invoking user from .run/ in the repository.  Clients connect over a unix
+# socket in that directory, on a private port: nothing listens on TCP.
+
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+PYTHON=/usr/bin/python3
+
+if [ "$(id -u)" = 0 ]; then
+	SUDO=""
+	RUN_USER=postgres
+else
+	SUDO="sudo"
+	RUN_USER=$(id -un)
+fi
+
+log() { printf '\n== %s\n' "$*"; }
+
+# Run a command as the user that owns the server.
+as_server_user() {
+	if [ "$(id -u)" = 0 ]; then
+		runuser -u "$RUN_USER" -- "$@"
+	else
+		"$@"
+	fi
+}
+
+# Install, with apt-get, the Debian packages that are not there yet.
+ensure_packages() {
+	local wanted=(make gcc postgresql-15 postgresql-server-dev-15 libcurl4-openssl-dev
+		postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
+		python3 python3-psycopg2 python3-pytest "$@")
+	local missing=()
+	local p
+	for p in "${wanted[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		log "installing ${missing[*]}"
+		$SUDO apt-get update -q
+		$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+	fi
+	# Debian's postgresql package may start its own cluster; we never use it.
+}
+
+build_and_install() {
+	log "building jobflow"
+	make -C "$REPO" -s PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+	$SUDO make -C "$REPO" -s install PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config >/dev/null
+}
+
+# cluster_start NAME PORT [extra postgresql.conf lines...]
+# Sets PGHOST, PGPORT, PGUSER, CLUSTER_DIR; the caller must trap cluster_stop.
+cluster_start() {
+	local name=$1 port=$2
+	shift 2
+	if [ "$(id -u)" = 0 ]; then
+		CLUSTER_DIR=$(mktemp -d "/tmp/jobflow-$name.XXXXXX")
+		chown "$RUN_USER" "$CLUSTER_DIR"
+	else
+		CLUSTER_DIR="$REPO/.run/$name"
+		rm -rf "$CLUSTER_DIR"
+		mkdir -p "$CLUSTER_DIR"
+	fi
+	export CLUSTER_DIR
+	as_server_user mkdir -p "$CLUSTER_DIR/sock"
+	as_server_user "$PGBIN/initdb" -D "$CLUSTER_DIR/data" -U postgres -A trust \
+		--no-sync -E UTF8 --locale=C.UTF-8 >"$CLUSTER_DIR/initdb.log" 2>&1 ||
+		{ cat "$CLUSTER_DIR/initdb.log"; return 1; }
+	{
+		echo "port = $port"
+		echo "listen_addresses = ''"
+		echo "unix_socket_directories = '$CLUSTER_DIR/sock'"
+		echo "shared_preload_libraries = 'jobflow'"
+		echo "jobflow.database_name = 'jobflow'"
+		echo "max_connections = 50"
+		echo "log_line_prefix = '%m [%p] %q%a '"
+		local line
+		for line in "$@"; do echo "$line"; done
+	} | as_server_user tee -a "$CLUSTER_DIR/data/postgresql.conf" >/dev/null
+	export PGHOST="$CLUSTER_DIR/sock" PGPORT="$port" PGUSER=postgres PGDATABASE=jobflow
+	as_server_user "$PGBIN/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/postgres.log" -w -t 60 start >/dev/null
+	psql -X -q -d postgres -c "CREATE DATABASE jobflow" >/dev/null
+	psql -X -q -d jobflow -c "CREATE EXTENSION jobflow" >/dev/null
+	log "cluster $name running on port $port (socket $PGHOST)"
+}
+
+cluster_stop() {
+	if [ -n "${CLUSTER_DIR:-}" ] && [ -f "$CLUSTER_DIR/data/postmaster.pid" ]; then
+		as_server_user "$PGBIN/pg_ctl" -D "$CLUSTER_DIR/data" -m fast -w -t 60 stop >/dev/null 2>&1 ||
+			as_server_user "$PGBIN/pg_ctl" -D "$CLUSTER_DIR/data" -m immediate stop >/dev/null 2>&1 || true
+	fi
+}
+
+# cluster_remove: stop and delete the cluster's files (keeps the log when asked).
+cluster_remove() {
+	cluster_stop
+	if [ -n "${CLUSTER_DIR:-}" ] && [ -d "$CLUSTER_DIR" ] && [ -z "${JOBFLOW_KEEP_CLUSTER:-}" ]; then
+		rm -rf "$CLUSTER_DIR"
+	fi
+}

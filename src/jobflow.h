@@ -1,0 +1,78 @@
+/*-------------------------------------------------------------------------
+ *
+ * jobflow.h
+ *	  Declarations shared by jobflow's backend modules: settings, the
+ *	  shared-memory status block and the entry points of each module.
+ *
+ * The plain-C modules (wheel.h, cron.h, http.h) do not include this file:
+ * they have no backend dependency.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef JOBFLOW_H
+#define JOBFLOW_H
+
+#include "postgres.h"
+
+#include "port/atomics.h"
+#include "storage/latch.h"
+#include "storage/spin.h"
+
+#define JOBFLOW_VERSION "0.1.0"
+#define JOBFLOW_CHANNEL "jobflow"
+
+/* settings (jobflow.c) */
+extern char *jobflow_database_name;
+extern int	jobflow_horizon_s;
+extern int	jobflow_max_body_size;
+extern int	jobflow_max_headers_size;
+extern int	jobflow_max_concurrent;
+extern int	jobflow_max_per_host;
+extern int	jobflow_max_response_size;
+extern int	jobflow_max_redirects;
+extern int	jobflow_log_batch_size;
+extern int	jobflow_log_flush_ms;
+extern int	jobflow_claim_batch_size;
+extern int	jobflow_retry_base_ms;
+extern int	jobflow_retry_max_ms;
+extern int	jobflow_reconcile_ms;
+extern int	jobflow_shutdown_grace_ms;
+
+/*
+ * What the worker publishes for other backends: the end of the horizon it
+ * wants to be told about (so that schedule() only sends NOTIFY when the
+ * worker needs it) and the figures jobflow.worker_status() shows.  Counters
+ * are atomics written by the worker alone; readers tolerate torn snapshots
+ * across fields.
+ */
+typedef struct JobflowShared
+{
+	slock_t		mutex;			/* protects worker_pid and latch */
+	pid_t		worker_pid;		/* 0 when no worker is attached */
+	Latch	   *worker_latch;
+	pg_atomic_uint64 horizon_end_ms;	/* unix ms; 0 = tell me everything */
+	pg_atomic_uint64 wheel_tasks;
+	pg_atomic_uint64 in_flight;
+	pg_atomic_uint64 queued;
+	pg_atomic_uint64 buffered_rows;
+	pg_atomic_uint64 last_flush_ms;
+	pg_atomic_uint64 started_ms;
+	pg_atomic_uint64 fired;
+	pg_atomic_uint64 succeeded;
+	pg_atomic_uint64 failed;
+	pg_atomic_uint64 retried;
+	pg_atomic_uint64 flushes;
+	pg_atomic_uint64 flushed_rows;
+	pg_atomic_uint64 statements;
+} JobflowShared;
+
+extern JobflowShared *jobflow_shared;
+
+/* true in the jobflow worker process only (worker.c) */
+extern bool jobflow_am_worker;
+
+/* worker.c */
+extern PGDLLEXPORT void jobflow_worker_main(Datum main_arg);
+extern void jobflow_register_worker(void);
+
+#endif							/* JOBFLOW_H */

@@ -1,0 +1,550 @@
+/*-------------------------------------------------------------------------
+ *
+ * task_check.c
+ *	  Row trigger on jobflow.tasks: validates every task that enters the
+ *	  table and enforces the task state machine on every update.
+ *
+ * Validation lives in a BEFORE ROW trigger rather than in schedule() so
+ * that schedule(), a set-based INSERT ... SELECT and COPY are held to the
+ * same rules: nothing invalid is ever stored, and an error leaves nothing
+ * half-written because it aborts the statement.
+ *
+ * Error messages never echo a URL: a URL may carry secrets in its query
+ * string, and errors end up in the server log.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "jobflow.h"
+
+#include "access/detoast.h"
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+
+#define URL_MAX_LENGTH		8192
+#define QUEUE_MAX_LENGTH	63
+#define HEADER_NAME_MAX		256
+#define TIMEOUT_MAX_MS		3600000
+#define ATTEMPTS_MAX		1000
+
+/* Column numbers of jobflow.tasks, looked up by name once per call. */
+typedef struct TaskColumns
+{
+	int			url;
+	int			method;
+	int			headers;
+	int			body;
+	int			content_type;
+	int			run_at;
+	int			state;
+	int			max_attempts;
+	int			timeout_ms;
+	int			queue;
+	int			owner;
+	int			updated_at;
+} TaskColumns;
+
+static const char *const http_methods[] = {
+	"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", NULL
+};
+
+/* Headers the dispatcher owns or that would break the request framing. */
+static const char *const reserved_headers[] = {
+	"host", "content-length", "transfer-encoding", "connection", "expect",
+	"te", "trailer", "upgrade", "keep-alive", "proxy-connection",
+	"proxy-authorization", NULL
+};
+
+static void lookup_columns(TupleDesc desc, TaskColumns *cols);
+static void check_url(const char *url);
+static char *check_method(const char *method);
+static void check_header_value(const char *what, const char *value, int len);
+static void check_headers(Jsonb *headers, bool has_content_type);
+static void check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
+					   bool is_insert, Datum *repl, bool *repl_null, bool *replace);
+static const char *state_name(Datum state);
+static void check_transition(HeapTuple oldtup, HeapTuple newtup,
+							 TupleDesc desc, TaskColumns *cols);
+
+static int
+column_number(TupleDesc desc, const char *name)
+{
+	int			attnum = SPI_fnumber(desc, name);
+
+	if (attnum <= 0)
+		elog(ERROR, "jobflow.tasks has no column \"%s\"", name);
+	return attnum;
+}
+
+static void
+lookup_columns(TupleDesc desc, TaskColumns *cols)
+{
+	cols->url = column_number(desc, "url");
+	cols->method = column_number(desc, "method");
+	cols->headers = column_number(desc, "headers");
+	cols->body = column_number(desc, "body");
+	cols->content_type = column_number(desc, "content_type");
+	cols->run_at = column_number(desc, "run_at");
+	cols->state = column_number(desc, "state");
+	cols->max_attempts = column_number(desc, "max_attempts");
+	cols->timeout_ms = column_number(desc, "timeout_ms");
+	cols->queue = column_number(desc, "queue");
+	cols->owner = column_number(desc, "owner");
+	cols->updated_at = column_number(desc, "updated_at");
+}
+
+/*
+ * Accept only absolute http(s) URLs with a host, and nothing that could
+ * smuggle a second request line, credentials or another protocol past
+ * libcurl.  This is deliberately stricter than RFC 3986: callback URLs are
+ * machine-made, and an odd one is more likely an attack than a need.
+ */
+static void
+check_url(const char *url)
+{
+	const char *p;
+	const char *authority;
+	const char *host_end;
+	size_t		len = strlen(url);
+
+	if (len > URL_MAX_LENGTH)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("callback URL is too long"),
+				 errdetail("The URL has %zu bytes; the limit is %d.", len, URL_MAX_LENGTH)));
+
+	for (p = url; *p; p++)
+	{
+		unsigned char c = (unsigned char) *p;
+
+		if (c <= 0x20 || c >= 0x7f)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("callback URL contains a space, control or non-ASCII character at byte %d",
+							(int) (p - url) + 1),
+					 errhint("Percent-encode such characters.")));
+	}
+
+	if (pg_strncasecmp(url, "http://", 7) == 0)
+		authority = url + 7;
+	else if (pg_strncasecmp(url, "https://", 8) == 0)
+		authority = url + 8;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("callback URL must be an absolute http or https URL"),
+				 errdetail("Other schemes, such as file, ftp or gopher, and relative URLs are not accepted.")));
+
+	host_end = authority + strcspn(authority, "/?#");
+	for (p = authority; p < host_end; p++)
+	{
+		if (*p == '@')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("callback URL must not contain credentials"),
+					 errhint("Send credentials in a header, for example Authorization.")));
+		if (*p == '\\')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("callback URL contains a backslash in its host part")));
+	}
+
+	p = authority;
+	if (*p == '[')
+	{
+		/* IPv6 literal: hex digits, colons and dots up to ']' */
+		p++;
+		while (p < host_end && (isxdigit((unsigned char) *p) || *p == ':' || *p == '.'))
+			p++;
+		if (p >= host_end || *p != ']' || p == authority + 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("callback URL has an invalid IPv6 host")));
+		p++;
+	}
+	else
+	{
+		const char *start = p;
+
+		while (p < host_end && (isalnum((unsigned char) *p) || *p == '-' ||
+								*p == '.' || *p == '_'))
+			p++;
+		if (p == start)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("callback URL has no host")));
+	}
+
+	if (p < host_end && *p == ':')
+	{
+		long		port = 0;
+		const char *digits = ++p;
+
+		while (p < host_end && isdigit((unsigned char) *p) && port <= 65535)
+			port = port * 10 + (*p++ - '0');
+		if (p == digits || p != host_end || port < 1 || port > 65535)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("callback URL has an invalid port"),
+					 errdetail("A port is a number from 1 to 65535.")));
+	}
+	if (p != host_end)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("callback URL has an invalid character in its host at byte %d",
+						(int) (p - url) + 1)));
+}
+
+/* RFC 9110 token characters, the only ones allowed in a header name. */
+static bool
+is_token_char(unsigned char c)
+{
+	return isalnum(c) || strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+/* Returns the method in upper case, the form sent on the wire. */
+static char *
+check_method(const char *method)
+{
+	int			i;
+
+	for (i = 0; http_methods[i] != NULL; i++)
+	{
+		if (pg_strcasecmp(method, http_methods[i]) == 0)
+			return pstrdup(http_methods[i]);
+	}
+	/* echo the method only when it cannot carry a line break into the log */
+	for (i = 0; method[i] != '\0' && i <= 16; i++)
+	{
+		if (!is_token_char((unsigned char) method[i]))
+			break;
+	}
+	if (method[i] != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid HTTP method"),
+				 errhint("Use one of GET, POST, PUT, PATCH, DELETE, HEAD or OPTIONS.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unsupported HTTP method \"%s\"", method),
+			 errhint("Use one of GET, POST, PUT, PATCH, DELETE, HEAD or OPTIONS.")));
+	return NULL;				/* keep compiler quiet */
+}
+
+/* A header value may hold visible characters, spaces and tabs only. */
+static void
+check_header_value(const char *what, const char *value, int len)
+{
+	int			i;
+
+	for (i = 0; i < len; i++)
+	{
+		unsigned char c = (unsigned char) value[i];
+
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("%s contains a control character", what),
+					 errdetail("Carriage returns, line feeds and other control characters could inject headers.")));
+	}
+}
+
+static void
+check_headers(Jsonb *headers, bool has_content_type)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int64		total = 0;
+
+	if (!JB_ROOT_IS_OBJECT(headers) || JB_ROOT_IS_SCALAR(headers))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("headers must be a JSON object"),
+				 errhint("Pass headers as {\"Name\": \"value\", ...}.")));
+
+	it = JsonbIteratorInit(&headers->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		char	   *name;
+		int			i;
+
+		if (tok != WJB_KEY)
+			continue;
+		name = pnstrdup(v.val.string.val, v.val.string.len);
+		if (v.val.string.len == 0 || v.val.string.len > HEADER_NAME_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("header name must have 1 to %d characters", HEADER_NAME_MAX)));
+		for (i = 0; i < v.val.string.len; i++)
+		{
+			if (!is_token_char((unsigned char) name[i]))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid character in header name at position %d", i + 1),
+						 errdetail("Header names may contain letters, digits and !#$%%&'*+-.^_`|~ only.")));
+		}
+		for (i = 0; reserved_headers[i] != NULL; i++)
+		{
+			if (pg_strcasecmp(name, reserved_headers[i]) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("header \"%s\" is set by jobflow and cannot be given", name)));
+		}
+		if (pg_strncasecmp(name, "x-jobflow-", 10) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("header \"%s\" is reserved for jobflow", name),
+					 errdetail("Headers starting with X-Jobflow- identify the task and attempt to the receiver.")));
+		if (has_content_type && pg_strcasecmp(name, "content-type") == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("content type is given both as content_type and as a header"),
+					 errhint("Give it once.")));
+		total += v.val.string.len + 4;
+
+		tok = JsonbIteratorNext(&it, &v, true);
+		if (tok != WJB_VALUE || v.type != jbvString)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("value of header \"%s\" must be a JSON string", name)));
+		check_header_value(psprintf("value of header \"%s\"", name),
+						   v.val.string.val, v.val.string.len);
+		total += v.val.string.len;
+	}
+
+	if (total > jobflow_max_headers_size)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("headers are too large"),
+				 errdetail("The headers take %lld bytes; jobflow.max_headers_size is %d bytes.",
+						   (long long) total, jobflow_max_headers_size)));
+}
+
+static Datum
+get_column(HeapTuple tuple, TupleDesc desc, int attnum, bool *isnull)
+{
+	return heap_getattr(tuple, attnum, desc, isnull);
+}
+
+/*
+ * Validate a task row; fill repl/replace with the normalised values
+ * (method in upper case, headers defaulting to {}, owner defaulting to the
+ * current role).  Ownership is checked on insert only: who may update a
+ * row is decided by row-level security, and only a superuser may change
+ * its owner.
+ */
+static void
+check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
+		   bool is_insert, Datum *repl, bool *repl_null, bool *replace)
+{
+	bool		isnull;
+	Datum		d;
+	bool		has_content_type;
+	int32		i;
+
+	d = get_column(tuple, desc, cols->url, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("callback URL must not be null")));
+	check_url(TextDatumGetCString(d));
+
+	d = get_column(tuple, desc, cols->method, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("HTTP method must not be null")));
+	repl[cols->method - 1] = CStringGetTextDatum(check_method(TextDatumGetCString(d)));
+	replace[cols->method - 1] = true;
+
+	d = get_column(tuple, desc, cols->run_at, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("run_at must not be null"),
+				 errhint("Omit run_at to run the task now.")));
+	if (TIMESTAMP_NOT_FINITE(DatumGetTimestampTz(d)))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("run_at must be a finite timestamp")));
+
+	d = get_column(tuple, desc, cols->content_type, &isnull);
+	has_content_type = !isnull;
+	if (!isnull)
+	{
+		char	   *ct = TextDatumGetCString(d);
+
+		if (strlen(ct) == 0 || strlen(ct) > HEADER_NAME_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("content_type must have 1 to %d characters", HEADER_NAME_MAX)));
+		check_header_value("content_type", ct, strlen(ct));
+	}
+
+	d = get_column(tuple, desc, cols->headers, &isnull);
+	if (isnull)
+	{
+		repl[cols->headers - 1] = DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"));
+		replace[cols->headers - 1] = true;
+	}
+	else
+		check_headers(DatumGetJsonbP(d), has_content_type);
+
+	d = get_column(tuple, desc, cols->body, &isnull);
+	if (!isnull)
+	{
+		Size		size = toast_raw_datum_size(d) - VARHDRSZ;
+
+		if (size > (Size) jobflow_max_body_size)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("request body is too large"),
+					 errdetail("The body has %zu bytes; jobflow.max_body_size is %d bytes.",
+							   size, jobflow_max_body_size)));
+	}
+
+	d = get_column(tuple, desc, cols->timeout_ms, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", "timeout_ms")));
+	i = DatumGetInt32(d);
+	if (i < 1 || i > TIMEOUT_MAX_MS)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("timeout_ms must be between 1 and %d", TIMEOUT_MAX_MS)));
+
+	d = get_column(tuple, desc, cols->max_attempts, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", "max_attempts")));
+	i = DatumGetInt32(d);
+	if (i < 1 || i > ATTEMPTS_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("max_attempts must be between 1 and %d", ATTEMPTS_MAX)));
+
+	d = get_column(tuple, desc, cols->queue, &isnull);
+	if (isnull || VARSIZE_ANY_EXHDR(DatumGetPointer(d)) == 0 ||
+		VARSIZE_ANY_EXHDR(DatumGetPointer(d)) > QUEUE_MAX_LENGTH)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("queue name must have 1 to %d bytes", QUEUE_MAX_LENGTH)));
+
+	if (!is_insert)
+		return;
+	d = get_column(tuple, desc, cols->owner, &isnull);
+	if (isnull)
+	{
+		repl[cols->owner - 1] = ObjectIdGetDatum(GetUserId());
+		replace[cols->owner - 1] = true;
+	}
+	else if (!has_privs_of_role(GetUserId(), DatumGetObjectId(d)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to schedule a task for role \"%s\"",
+						GetUserNameFromId(DatumGetObjectId(d), true) ?
+						GetUserNameFromId(DatumGetObjectId(d), true) : "?")));
+}
+
+static const char *
+state_name(Datum state)
+{
+	return DatumGetCString(DirectFunctionCall1(enum_out, state));
+}
+
+/*
+ * The state machine of jobflow--0.1.0.sql.  Moves into and out of running
+ * belong to the worker: a role that could mark its own task succeeded could
+ * hide a callback that never happened.
+ */
+static void
+check_transition(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc,
+				 TaskColumns *cols)
+{
+	bool		isnull;
+	const char *from = state_name(get_column(oldtup, desc, cols->state, &isnull));
+	const char *to = state_name(get_column(newtup, desc, cols->state, &isnull));
+	bool		privileged = jobflow_am_worker || superuser();
+	int64		id = DatumGetInt64(get_column(newtup, desc, column_number(desc, "id"), &isnull));
+
+	if (strcmp(from, to) == 0 && strcmp(from, "pending") == 0)
+		return;
+	if (strcmp(from, "succeeded") == 0 || strcmp(from, "failed") == 0 ||
+		strcmp(from, "cancelled") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("task %lld is already %s", (long long) id, from),
+				 errdetail("Succeeded, failed and cancelled tasks cannot change.")));
+	if (strcmp(from, "pending") == 0 && strcmp(to, "cancelled") == 0)
+		return;
+	if ((strcmp(from, "pending") == 0 && strcmp(to, "running") == 0) ||
+		(strcmp(from, "running") == 0 &&
+		 (strcmp(to, "succeeded") == 0 || strcmp(to, "failed") == 0 ||
+		  strcmp(to, "pending") == 0 || strcmp(to, "running") == 0)))
+	{
+		if (!privileged)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("only the jobflow worker can move task %lld from %s to %s",
+							(long long) id, from, to)));
+		return;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("task %lld cannot move from %s to %s", (long long) id, from, to),
+			 errhint("A pending task can be cancelled or rescheduled.")));
+}
+
+PG_FUNCTION_INFO_V1(jobflow_task_check);
+Datum
+jobflow_task_check(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	TupleDesc	desc;
+	HeapTuple	tuple;
+	TaskColumns cols;
+	Datum	   *repl;
+	bool	   *repl_null;
+	bool	   *replace;
+	bool		isnull;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		elog(ERROR, "jobflow_task_check: must be fired before each row");
+
+	desc = trigdata->tg_relation->rd_att;
+	lookup_columns(desc, &cols);
+	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
+		trigdata->tg_newtuple : trigdata->tg_trigtuple;
+
+	repl = palloc0(desc->natts * sizeof(Datum));
+	repl_null = palloc0(desc->natts * sizeof(bool));
+	replace = palloc0(desc->natts * sizeof(bool));
+
+	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+	{
+		check_transition(trigdata->tg_trigtuple, tuple, desc, &cols);
+		repl[cols.updated_at - 1] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+		replace[cols.updated_at - 1] = true;
+	}
+
+	/* a pending task is about to be fired: hold it to the rules again */
+	if (strcmp(state_name(get_column(tuple, desc, cols.state, &isnull)), "pending") == 0 ||
+		TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+		check_task(tuple, desc, &cols, TRIGGER_FIRED_BY_INSERT(trigdata->tg_event),
+				   repl, repl_null, replace);
+
+	return PointerGetDatum(heap_modify_tuple(tuple, desc, repl, repl_null, replace));
+}
