@@ -1,0 +1,146 @@
+/*-------------------------------------------------------------------------
+ *
+ * http.h
+ *	  Non-blocking HTTP dispatcher for jobflow's worker (libcurl multi).
+ *
+ * The worker owns one JfHttp.  It hands it requests with jf_http_submit()
+ * and drives it from its own wait loop:
+ *
+ *		wait until jf_http_fd() is readable, or the latch is set, or
+ *		min(own deadline, jf_http_timeout_ms()) has passed;
+ *		jf_http_perform(h);
+ *		while (jf_http_next_result(h, &r)) { use r; jf_http_result_free(&r); }
+ *
+ * jf_http_fd() is an epoll fd owned by the dispatcher; it becomes readable
+ * when any of curl's sockets has activity.  Nothing here ever blocks.
+ *
+ * Requests beyond max_concurrent (global) or max_per_host (per
+ * scheme://host:port) wait in the dispatcher's own FIFO, not inside curl,
+ * so time spent queued does not count against a request's timeout_ms.  A
+ * host that is saturated (dead, slow) never delays requests to other hosts;
+ * among startable requests, submission order is kept.
+ *
+ * Plain C, no PostgreSQL headers.  Not thread-safe: use a JfHttp from one
+ * thread only.  Call jf_http_global_init() once per process before
+ * jf_http_create().
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef JF_HTTP_H
+#define JF_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Result error kinds.  An HTTP error status (4xx/5xx) is JF_HTTP_OK. */
+typedef enum JfHttpErrorKind
+{
+	JF_HTTP_OK = 0,				/* a response was received (any status) */
+	JF_HTTP_INVALID,			/* rejected before sending: bad URL, scheme,
+								 * method or header; retrying cannot help */
+	JF_HTTP_CONNECT,			/* DNS failure, connection refused/unreachable */
+	JF_HTTP_TIMEOUT,			/* timeout_ms elapsed (any phase) */
+	JF_HTTP_OTHER				/* anything else: TLS, protocol, reset, OOM... */
+} JfHttpErrorKind;
+
+typedef struct JfHttp JfHttp;
+
+typedef struct JfHttpConfig
+{
+	int			max_concurrent; /* global cap on requests in flight (>= 1) */
+	int			max_per_host;	/* cap per scheme://host:port (>= 1) */
+	size_t		max_response_bytes; /* body excerpt kept; the rest is read
+									 * and discarded */
+	int			max_redirects;	/* 0 = do not follow redirects */
+	const char *user_agent;		/* e.g. "jobflow/0.1"; NULL = none */
+	const char *proxy;			/* NULL or "" = no proxy; proxy environment
+								 * variables are always ignored */
+} JfHttpConfig;
+
+typedef struct JfHttpRequest
+{
+	int64_t		task_id;		/* echoed back, and sent as X-Jobflow-Task-Id */
+	int32_t		attempt;		/* echoed back, and sent as X-Jobflow-Attempt */
+	void	   *user;			/* echoed back untouched */
+	const char *url;			/* http:// or https:// only */
+	const char *method;			/* GET POST PUT PATCH DELETE HEAD OPTIONS
+								 * (case-insensitive) */
+	const char *const *headers; /* "Name: value" lines; Expect and
+								 * X-Jobflow-* lines given here are dropped */
+	int			nheaders;
+	const char *body;			/* may be NULL; sent for any method but HEAD */
+	size_t		body_len;
+	int			timeout_ms;		/* whole request, counted from when it
+								 * starts (not from submission); <= 0 means
+								 * no timeout */
+} JfHttpRequest;
+
+typedef struct JfHttpResult
+{
+	int64_t		task_id;
+	int32_t		attempt;
+	void	   *user;
+	int			http_status;	/* status of the final response; 0 if none */
+	int			error_kind;		/* a JfHttpErrorKind */
+	int			curl_code;		/* CURLcode, 0 if none (for logs only) */
+	char		error[256];		/* error text, "" if none; never holds the
+								 * URL nor its credentials */
+	char	   *body;			/* response excerpt, malloc'd and
+								 * NUL-terminated; NULL if no body */
+	size_t		body_len;		/* bytes in body (<= max_response_bytes) */
+	bool		body_truncated; /* the response had more than body_len */
+	int64_t		retry_after_ms; /* Retry-After of the final response
+								 * (delta-seconds or HTTP-date, clamped at
+								 * 0), -1 if absent or invalid */
+	int64_t		queued_at_ms;	/* wall clock (CLOCK_REALTIME) ms since epoch */
+	int64_t		started_at_ms;	/* = queued_at_ms if it never started */
+	int64_t		finished_at_ms;
+} JfHttpResult;
+
+/* Once per process, before any other call (not thread-safe, like curl's). */
+extern bool jf_http_global_init(char *errbuf, size_t errlen);
+extern void jf_http_global_cleanup(void);
+
+/* NULL on failure, with a message in errbuf. */
+extern JfHttp *jf_http_create(const JfHttpConfig *cfg, char *errbuf,
+							  size_t errlen);
+
+/* Aborts everything in flight or queued (no results) and frees all. */
+extern void jf_http_destroy(JfHttp *h);
+
+/*
+ * Copies everything it needs from req.  false only on out-of-memory (the
+ * request was not taken).  An invalid request is taken and produces a
+ * JF_HTTP_INVALID result.
+ */
+extern bool jf_http_submit(JfHttp *h, const JfHttpRequest *req);
+
+/* The epoll fd to wait on for readability (stable for h's lifetime). */
+extern int	jf_http_fd(const JfHttp *h);
+
+/*
+ * Milliseconds until jf_http_perform() must be called even if the fd stays
+ * quiet; -1 = no timer.  0 also when results are waiting to be popped.
+ */
+extern long jf_http_timeout_ms(const JfHttp *h);
+
+/* Handle socket activity and timers, start queued requests.  Never blocks. */
+extern void jf_http_perform(JfHttp *h);
+
+/* Pops one finished result; free it with jf_http_result_free(). */
+extern bool jf_http_next_result(JfHttp *h, JfHttpResult *out);
+extern void jf_http_result_free(JfHttpResult *r);
+
+extern int	jf_http_in_flight(const JfHttp *h);
+extern int	jf_http_queued(const JfHttp *h);
+
+/*
+ * New caps/settings (e.g. on SIGHUP).  Caps apply at once (raising them
+ * starts queued requests; lowering them never aborts anything); the other
+ * settings apply to requests started afterwards.  false on OOM (the old
+ * settings stay).
+ */
+extern bool jf_http_set_config(JfHttp *h, const JfHttpConfig *cfg);
+
+#endif							/* JF_HTTP_H */
