@@ -1,0 +1,804 @@
+/*-------------------------------------------------------------------------
+ *
+ * test_wheel.c
+ *	  Unit tests for the timing wheel (src/wheel.c).
+ *
+ * Two parts: edge cases written out one by one (level boundaries, the
+ * horizon, past dues, a capped pool, clock steps, pool shrink, stale
+ * handles, batching), and a randomised run of a few million operations
+ * checked step by step against a reference model, a binary heap ordered
+ * by (effective due, insertion number), where the effective due of an
+ * entry inserted already due is the wheel time at its insertion.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "wheel.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static long n_passed;
+static long n_failed;
+
+#define CHECK(cond) \
+	do { \
+		if (cond) \
+			n_passed++; \
+		else \
+		{ \
+			n_failed++; \
+			if (n_failed <= 30) \
+				fprintf(stderr, "%s:%d: check failed: %s\n", \
+						__FILE__, __LINE__, #cond); \
+		} \
+	} while (0)
+
+/* Count a whole randomised run as one check, failing at its first error. */
+#define RCHECK(cond, ...) \
+	do { \
+		if (!(cond)) \
+		{ \
+			fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__); \
+			fputc('\n', stderr); \
+			return false; \
+		} \
+	} while (0)
+
+#define HOUR	(3600 * 1000LL)
+#define DAY		(24 * HOUR)
+
+/* xorshift64*: deterministic, seeded per run */
+static uint64_t rng_state = 88172645463325252ULL;
+
+static uint64_t
+rnd(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 2685821657736338717ULL;
+}
+
+static int64_t
+rnd_range(int64_t lo, int64_t hi)
+{
+	return lo + (int64_t) (rnd() % (uint64_t) (hi - lo + 1));
+}
+
+/* ----------------------------------------------------------------
+ * Edge cases
+ * ----------------------------------------------------------------
+ */
+
+static void
+test_create_and_levels(void)
+{
+	JfWheel    *w;
+
+	CHECK(jf_wheel_create(0, 0, 0) == NULL);
+	CHECK(jf_wheel_create(0, -5, 0) == NULL);
+	CHECK(jf_wheel_create(0, INT64_MAX, 0) == NULL);
+
+	w = jf_wheel_create(0, 63, 0);
+	CHECK(w && jf_wheel_levels(w) == 1);
+	jf_wheel_destroy(w);
+	w = jf_wheel_create(0, 64, 0);
+	CHECK(w && jf_wheel_levels(w) == 2);
+	jf_wheel_destroy(w);
+	w = jf_wheel_create(0, HOUR, 0);
+	CHECK(w && jf_wheel_levels(w) == 4);
+	jf_wheel_destroy(w);
+	w = jf_wheel_create(0, DAY, 0);
+	CHECK(w && jf_wheel_levels(w) == 5);
+	jf_wheel_destroy(w);
+	w = jf_wheel_create(0, 365 * DAY, 0);
+	CHECK(w && jf_wheel_levels(w) == 6);
+	jf_wheel_destroy(w);
+	jf_wheel_destroy(NULL);
+}
+
+static void
+test_empty(void)
+{
+	JfWheel    *w = jf_wheel_create(1700000000000LL, HOUR, 0);
+	JfWheelExpired out[4];
+
+	CHECK(jf_wheel_next_deadline(w) == INT64_MAX);
+	CHECK(jf_wheel_advance(w, 1700000000000LL, out, 4) == 0);
+	CHECK(jf_wheel_advance(w, 1700000000000LL + DAY, out, 4) == 0);
+	CHECK(jf_wheel_now(w) == 1700000000000LL + DAY);
+	CHECK(jf_wheel_horizon_end(w) == 1700000000000LL + DAY + HOUR);
+	CHECK(jf_wheel_count(w) == 0);
+	CHECK(jf_wheel_next_deadline(w) == INT64_MAX);
+	CHECK(!jf_wheel_cancel(w, 0, 0));
+	CHECK(!jf_wheel_cancel(w, JF_WHEEL_NO_HANDLE, 0));
+	jf_wheel_destroy(w);
+}
+
+static void
+test_due_now_and_past(void)
+{
+	int64_t		t0 = 1700000000000LL;
+	JfWheel    *w = jf_wheel_create(t0, HOUR, 0);
+	JfWheelExpired out[8];
+	uint32_t	h;
+
+	CHECK(jf_wheel_insert(w, 1, t0, &h) == JF_WHEEL_OK);
+	CHECK(jf_wheel_insert(w, 2, t0 - 5000, NULL) == JF_WHEEL_OK);
+	CHECK(jf_wheel_insert(w, 3, INT64_MIN, NULL) == JF_WHEEL_OK);
+	CHECK(jf_wheel_count(w) == 3);
+	CHECK(jf_wheel_next_deadline(w) == t0);
+	/* backwards advance still hands out what is due */
+	CHECK(jf_wheel_advance(w, t0 - 100, out, 8) == 3);
+	CHECK(out[0].id == 1 && out[0].due_ms == t0);
+	CHECK(out[1].id == 2 && out[1].due_ms == t0 - 5000);
+	CHECK(out[2].id == 3 && out[2].due_ms == INT64_MIN);
+	CHECK(jf_wheel_now(w) == t0);
+	CHECK(jf_wheel_count(w) == 0);
+	CHECK(!jf_wheel_cancel(w, h, 1));
+
+	/* a past entry inserted later fires after those already due */
+	CHECK(jf_wheel_insert(w, 10, t0 + 5, NULL) == JF_WHEEL_OK);
+	CHECK(jf_wheel_advance(w, t0 + 10, out, 0) == 0);
+	CHECK(jf_wheel_insert(w, 11, t0 + 1, NULL) == JF_WHEEL_OK);
+	CHECK(jf_wheel_advance(w, t0 + 10, out, 8) == 2);
+	CHECK(out[0].id == 10 && out[1].id == 11 && out[1].due_ms == t0 + 1);
+	jf_wheel_destroy(w);
+}
+
+/*
+ * Dues around every level boundary, from clocks at various phases (aligned
+ * and not), fire exactly at their millisecond.
+ */
+static void
+test_level_boundaries(void)
+{
+	static const int64_t bases[] = {0, 1, 64, 4096, 262144, 16777216,
+	262143, 4095, 16777215, 1700000000123LL, 1073741823};
+	int64_t		dists[64];
+	int			nd = 0;
+	JfWheelExpired out[4];
+
+	for (int p = 1; p <= 5; p++)
+	{
+		int64_t		b = 1LL << (6 * p);
+
+		dists[nd++] = b - 1;
+		dists[nd++] = b;
+		dists[nd++] = b + 1;
+		dists[nd++] = 2 * b;
+		dists[nd++] = 63 * b;
+	}
+	dists[nd++] = 1;
+	dists[nd++] = DAY - 1;
+	dists[nd++] = DAY;
+
+	for (size_t bi = 0; bi < sizeof(bases) / sizeof(bases[0]); bi++)
+	{
+		for (int di = 0; di < nd; di++)
+		{
+			int64_t		start = 1000000000000LL;
+			JfWheel    *w = jf_wheel_create(start, DAY, 0);
+			int64_t		now = start + bases[bi];
+			int64_t		due = now + dists[di];
+			JfWheelStatus st;
+			bool		ok = true;
+
+			jf_wheel_advance(w, now, out, 4);
+			st = jf_wheel_insert(w, 42, due, NULL);
+			if (dists[di] > DAY)
+			{
+				CHECK(st == JF_WHEEL_BEYOND_HORIZON);
+				CHECK(jf_wheel_count(w) == 0);
+				jf_wheel_destroy(w);
+				continue;
+			}
+			CHECK(st == JF_WHEEL_OK);
+			CHECK(jf_wheel_next_deadline(w) == due);
+			/* walk there through several intermediate wake-ups */
+			for (int k = 1; k < 8 && ok; k++)
+			{
+				int64_t		t = now + (due - 1 - now) * k / 8;
+
+				if (jf_wheel_advance(w, t, out, 4) != 0)
+					ok = false;
+				if (jf_wheel_next_deadline(w) != due)
+					ok = false;
+			}
+			CHECK(ok);
+			CHECK(jf_wheel_advance(w, due - 1, out, 4) == 0);
+			CHECK(jf_wheel_next_deadline(w) == due);
+			CHECK(jf_wheel_advance(w, due, out, 4) == 1);
+			CHECK(out[0].id == 42 && out[0].due_ms == due);
+			CHECK(jf_wheel_next_deadline(w) == INT64_MAX);
+			jf_wheel_destroy(w);
+		}
+	}
+}
+
+static void
+test_horizon(void)
+{
+	int64_t		t0 = 555;
+	JfWheel    *w = jf_wheel_create(t0, DAY, 0);
+	JfWheelExpired out[4];
+	uint32_t	h = 7;
+
+	CHECK(jf_wheel_horizon_end(w) == t0 + DAY);
+	CHECK(jf_wheel_insert(w, 1, t0 + DAY + 1, &h) == JF_WHEEL_BEYOND_HORIZON);
+	CHECK(h == 7);
+	CHECK(jf_wheel_insert(w, 2, INT64_MAX, NULL) == JF_WHEEL_BEYOND_HORIZON);
+	CHECK(jf_wheel_count(w) == 0);
+	CHECK(jf_wheel_insert(w, 3, t0 + DAY, NULL) == JF_WHEEL_OK);
+	CHECK(jf_wheel_next_deadline(w) == t0 + DAY);
+	CHECK(jf_wheel_advance(w, t0 + DAY - 1, out, 4) == 0);
+	/* the horizon moves with the clock */
+	CHECK(jf_wheel_horizon_end(w) == t0 + 2 * DAY - 1);
+	CHECK(jf_wheel_insert(w, 4, t0 + 2 * DAY - 1, NULL) == JF_WHEEL_OK);
+	CHECK(jf_wheel_insert(w, 5, t0 + 2 * DAY, NULL) == JF_WHEEL_BEYOND_HORIZON);
+	CHECK(jf_wheel_advance(w, t0 + DAY, out, 4) == 1 && out[0].id == 3);
+	CHECK(jf_wheel_next_deadline(w) == t0 + 2 * DAY - 1);
+	CHECK(jf_wheel_advance(w, t0 + 2 * DAY - 1, out, 4) == 1 && out[0].id == 4);
+	jf_wheel_destroy(w);
+
+	/* a clock near the end of time does not overflow */
+	w = jf_wheel_create(INT64_MAX - 10, HOUR, 0);
+	CHECK(jf_wheel_horizon_end(w) == INT64_MAX);
+	CHECK(jf_wheel_insert(w, 1, INT64_MAX, NULL) == JF_WHEEL_OK);
+	CHECK(jf_wheel_advance(w, INT64_MAX, out, 4) == 1 && out[0].id == 1);
+	jf_wheel_destroy(w);
+}
+
+static void
+test_full(void)
+{
+	JfWheel    *w = jf_wheel_create(0, HOUR, 100);
+	uint32_t	h[100];
+	uint32_t	x = 12345;
+	bool		ok = true;
+	JfWheelExpired out[200];
+
+	for (int i = 0; i < 100; i++)
+		if (jf_wheel_insert(w, i, 10 + i, &h[i]) != JF_WHEEL_OK)
+			ok = false;
+	CHECK(ok);
+	CHECK(jf_wheel_insert(w, 100, 50, &x) == JF_WHEEL_FULL);
+	CHECK(x == 12345);
+	CHECK(jf_wheel_insert(w, 100, -50, NULL) == JF_WHEEL_FULL);
+	CHECK(jf_wheel_count(w) == 100);
+	CHECK(jf_wheel_cancel(w, h[50], 50));
+	CHECK(jf_wheel_insert(w, 100, 60, NULL) == JF_WHEEL_OK);
+	CHECK(jf_wheel_advance(w, 200, out, 200) == 100);
+	CHECK(out[50].id == 100 && out[51].id == 51);
+	jf_wheel_destroy(w);
+}
+
+static void
+test_clock_steps(void)
+{
+	int64_t		t0 = 1700000000000LL;
+	JfWheel    *w = jf_wheel_create(t0, HOUR, 0);
+	JfWheelExpired out[1000];
+	size_t		n;
+	bool		ok = true;
+
+	for (int i = 0; i < 500; i++)
+		jf_wheel_insert(w, i, t0 + HOUR - i * 7000, NULL);
+	/* steps back: nothing fires, wheel time stays */
+	CHECK(jf_wheel_advance(w, t0 - HOUR, out, 1000) == 0);
+	CHECK(jf_wheel_advance(w, 0, out, 1000) == 0);
+	CHECK(jf_wheel_now(w) == t0);
+	CHECK(jf_wheel_advance(w, t0 + 10 * 7000, out, 1000) == 0);
+	CHECK(jf_wheel_advance(w, t0 + 5, out, 1000) == 0);
+	CHECK(jf_wheel_now(w) == t0 + 70000);
+	/* a huge jump fires everything, in due order */
+	n = jf_wheel_advance(w, t0 + 1000 * DAY, out, 1000);
+	CHECK(n == 500);
+	for (int i = 0; i < 500 && (size_t) i < n; i++)
+		if (out[i].id != (uint64_t) (499 - i) ||
+			out[i].due_ms != t0 + HOUR - (499 - i) * 7000)
+			ok = false;
+	CHECK(ok);
+	CHECK(jf_wheel_count(w) == 0);
+	CHECK(jf_wheel_horizon_end(w) == t0 + 1000 * DAY + HOUR);
+	jf_wheel_destroy(w);
+}
+
+static void
+test_batches_same_ms(void)
+{
+	JfWheel    *w = jf_wheel_create(0, DAY, 0);
+	JfWheelExpired out[8];
+	uint64_t	expect = 0;
+	bool		ok = true;
+	size_t		n;
+	int			calls = 0;
+
+	/*
+	 * Same due, inserted from ever closer clocks (first ones land at a
+	 * high level, later ones lower): insertion order must hold.
+	 */
+	for (int i = 0; i < 3000; i++)
+	{
+		if (i % 300 == 0)
+			jf_wheel_advance(w, (int64_t) i * 1000, out, 0);
+		jf_wheel_insert(w, i, 4000000, NULL);
+	}
+	jf_wheel_advance(w, 3999999, out, 8);
+	while ((n = jf_wheel_advance(w, 4000000, out, 7)) > 0)
+	{
+		calls++;
+		if (n > 7)
+			ok = false;
+		for (size_t k = 0; k < n; k++)
+			if (out[k].id != expect++ || out[k].due_ms != 4000000)
+				ok = false;
+	}
+	CHECK(ok);
+	CHECK(expect == 3000);
+	CHECK(calls == (3000 + 6) / 7);
+	jf_wheel_destroy(w);
+}
+
+static void
+test_stale_handles(void)
+{
+	JfWheel    *w = jf_wheel_create(0, HOUR, 0);
+	JfWheelExpired out[4];
+	uint32_t	h1,
+				h2,
+				h3;
+
+	CHECK(jf_wheel_insert(w, 1, 10, &h1) == JF_WHEEL_OK);
+	CHECK(h1 != JF_WHEEL_NO_HANDLE);
+	CHECK(!jf_wheel_cancel(w, h1, 2));	/* wrong id */
+	CHECK(!jf_wheel_cancel(w, h1 + 1, 1));	/* never handed out */
+	CHECK(!jf_wheel_cancel(w, 0xFFFF0000u, 1));	/* no such chunk */
+	CHECK(jf_wheel_advance(w, 10, out, 4) == 1);
+	CHECK(!jf_wheel_cancel(w, h1, 1));	/* fired */
+	CHECK(jf_wheel_insert(w, 2, 20, &h2) == JF_WHEEL_OK);
+	CHECK(h2 == h1);			/* reused */
+	CHECK(!jf_wheel_cancel(w, h1, 1));	/* stale: other id now */
+	CHECK(jf_wheel_count(w) == 1);
+	CHECK(jf_wheel_cancel(w, h2, 2));
+	CHECK(!jf_wheel_cancel(w, h2, 2));	/* already cancelled */
+	CHECK(jf_wheel_count(w) == 0);
+	CHECK(jf_wheel_next_deadline(w) == INT64_MAX);
+	CHECK(jf_wheel_advance(w, 1000, out, 4) == 0);
+	/* cancel in the ready list */
+	CHECK(jf_wheel_insert(w, 3, 5, &h3) == JF_WHEEL_OK);
+	CHECK(jf_wheel_cancel(w, h3, 3));
+	CHECK(jf_wheel_advance(w, 1000, out, 4) == 0);
+	jf_wheel_destroy(w);
+}
+
+static void
+test_shrink(void)
+{
+	JfWheel    *w = jf_wheel_create(0, HOUR, 0);
+	size_t		empty = jf_wheel_memory(w);
+	size_t		one_chunk,
+				full;
+	JfWheelExpired out[1024];
+	size_t		got = 0,
+				n;
+	uint32_t   *h = malloc(300000 * sizeof(uint32_t));
+
+	jf_wheel_insert(w, 0, 1, NULL);
+	one_chunk = jf_wheel_memory(w);
+	CHECK(one_chunk > empty);
+	for (int i = 1; i < 300000; i++)
+		jf_wheel_insert(w, i, 1 + i % 100000, NULL);
+	full = jf_wheel_memory(w);
+	CHECK(full >= 300000 * 20);
+	CHECK(full <= 300000 * 32);
+	while ((n = jf_wheel_advance(w, 2 * HOUR, out, 1024)) > 0)
+		got += n;
+	CHECK(got == 300000);
+	CHECK(jf_wheel_memory(w) < full / 3);
+	CHECK(jf_wheel_memory(w) == one_chunk);
+
+	/* same through cancels; and the pool grows back */
+	for (int i = 0; i < 300000; i++)
+		jf_wheel_insert(w, i, 2 * HOUR + 1 + i % 5000, &h[i]);
+	CHECK(jf_wheel_memory(w) == full);
+	CHECK(jf_wheel_count(w) == 300000);
+	for (int i = 0; i < 300000; i++)
+		got -= jf_wheel_cancel(w, h[i], i);
+	CHECK(got == 0);
+	CHECK(jf_wheel_count(w) == 0);
+	CHECK(jf_wheel_memory(w) == one_chunk);
+	CHECK(jf_wheel_next_deadline(w) == INT64_MAX);
+	free(h);
+	jf_wheel_destroy(w);
+}
+
+/*
+ * Without cancels next_deadline is exact; after cancelling the earliest
+ * entry of a coarse slot, sleeping until it and advancing converges on the
+ * true earliest due in at most one vain wake-up per level.
+ */
+static void
+test_next_deadline(void)
+{
+	JfWheel    *w = jf_wheel_create(0, DAY, 0);
+	JfWheelExpired out[4];
+	uint32_t	ha,
+				hb;
+	int			wakes = 0;
+	int64_t		nd;
+	bool		exact = true;
+
+	for (int i = 0; i < 2000; i++)
+	{
+		int64_t		due = rnd_range(1, DAY);
+		int64_t		before = jf_wheel_next_deadline(w);
+
+		jf_wheel_insert(w, i, due, NULL);
+		if (jf_wheel_next_deadline(w) != (due < before ? due : before))
+			exact = false;
+	}
+	CHECK(exact);
+	jf_wheel_destroy(w);
+
+	w = jf_wheel_create(0, DAY, 0);
+	CHECK(jf_wheel_insert(w, 1, 20000000, &ha) == JF_WHEEL_OK);
+	CHECK(jf_wheel_insert(w, 2, 20000000 + 3000000, &hb) == JF_WHEEL_OK);
+	CHECK(jf_wheel_next_deadline(w) == 20000000);
+	CHECK(jf_wheel_cancel(w, ha, 1));
+	while ((nd = jf_wheel_next_deadline(w)) < 23000000 && wakes < 10)
+	{
+		CHECK(nd > jf_wheel_now(w));
+		CHECK(jf_wheel_advance(w, nd, out, 4) == 0);
+		wakes++;
+	}
+	CHECK(nd == 23000000);
+	CHECK(wakes <= jf_wheel_levels(w));
+	CHECK(jf_wheel_advance(w, nd, out, 4) == 1 && out[0].id == 2);
+	jf_wheel_destroy(w);
+}
+
+/* ----------------------------------------------------------------
+ * Randomised run against a reference model
+ * ----------------------------------------------------------------
+ */
+
+typedef struct ModelEntry
+{
+	int64_t		due;
+	int64_t		eff;			/* max(due, wheel time at insert) */
+	uint32_t	handle;
+	uint32_t	live_pos;		/* in live[], or UINT32_MAX */
+	uint8_t		state;			/* 0 live, 1 fired, 2 cancelled */
+} ModelEntry;
+
+typedef struct Model
+{
+	ModelEntry *e;				/* indexed by id */
+	uint64_t	nids;
+	uint64_t   *heap;			/* ids by (eff, id); lazy deletion */
+	size_t		heap_n;
+	uint64_t   *live;			/* ids of live entries */
+	size_t		live_n;
+} Model;
+
+static bool
+heap_less(const Model *m, uint64_t a, uint64_t b)
+{
+	if (m->e[a].eff != m->e[b].eff)
+		return m->e[a].eff < m->e[b].eff;
+	return a < b;
+}
+
+static void
+heap_push(Model *m, uint64_t id)
+{
+	size_t		i = m->heap_n++;
+
+	while (i > 0 && heap_less(m, id, m->heap[(i - 1) / 2]))
+	{
+		m->heap[i] = m->heap[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	m->heap[i] = id;
+}
+
+static void
+heap_pop(Model *m)
+{
+	uint64_t	x = m->heap[--m->heap_n];
+	size_t		i = 0;
+
+	for (;;)
+	{
+		size_t		c = 2 * i + 1;
+
+		if (c >= m->heap_n)
+			break;
+		if (c + 1 < m->heap_n && heap_less(m, m->heap[c + 1], m->heap[c]))
+			c++;
+		if (!heap_less(m, m->heap[c], x))
+			break;
+		m->heap[i] = m->heap[c];
+		i = c;
+	}
+	if (m->heap_n > 0)
+		m->heap[i] = x;
+}
+
+/* earliest live id, or UINT64_MAX */
+static uint64_t
+heap_top(Model *m)
+{
+	while (m->heap_n > 0 && m->e[m->heap[0]].state != 0)
+		heap_pop(m);
+	return m->heap_n ? m->heap[0] : UINT64_MAX;
+}
+
+static void
+live_remove(Model *m, uint64_t id)
+{
+	uint32_t	p = m->e[id].live_pos;
+	uint64_t	last = m->live[--m->live_n];
+
+	m->live[p] = last;
+	m->e[last].live_pos = p;
+	m->e[id].live_pos = UINT32_MAX;
+}
+
+/* a due drawn at a random scale around now, sometimes past or too far */
+static int64_t
+random_due(int64_t now, int64_t horizon)
+{
+	static const int64_t scales[] = {1, 64, 100, 4096, 5000, 262144,
+	300000, 16777216};
+	uint64_t	r = rnd() % 100;
+	int64_t		scale;
+
+	if (r < 5)
+		return now - rnd_range(0, 100000);
+	if (r < 8)
+		return now + horizon + rnd_range(-2, 2);
+	if (r < 10)
+		return now + rnd_range(horizon - 70, horizon + 70);
+	if (r < 12)
+		return now + horizon + rnd_range(1, horizon);
+	scale = scales[rnd() % 8];
+	if (scale > horizon)
+		scale = horizon;
+	return now + rnd_range(0, scale);
+}
+
+static int64_t
+random_step(int64_t horizon)
+{
+	uint64_t	r = rnd() % 1000;
+
+	if (r < 500)
+		return rnd_range(0, 3);
+	if (r < 800)
+		return rnd_range(0, 100);
+	if (r < 900)
+		return rnd_range(0, 5000);
+	if (r < 950)
+		return rnd_range(0, 300000);
+	if (r < 970)
+		return rnd_range(0, horizon);
+	if (r < 975)
+		return rnd_range(horizon, 3 * horizon);
+	return -rnd_range(1, 100000);	/* clock steps back */
+}
+
+static bool
+random_run(int64_t start, int64_t horizon, long ops, uint32_t cap,
+		   uint64_t seed)
+{
+	JfWheel    *w = jf_wheel_create(start, horizon, cap);
+	Model		m;
+	int64_t		now = start;
+	int64_t		clock = start;	/* the caller's clock, may step back */
+	uint64_t	next_id = 0;
+	size_t		max_ids = (size_t) ops + 1;
+	JfWheelExpired *out = malloc(4096 * sizeof(JfWheelExpired));
+	uint64_t	stale_id[64];
+	uint32_t	stale_h[64];
+	int			nstale = 0;
+	int			vain_wakes = 0;
+	size_t		target;			/* live population aimed at */
+	bool		ok = false;
+
+	rng_state = seed;
+	target = 1000 + rnd() % 20000;
+	memset(&m, 0, sizeof(m));
+	m.e = malloc(max_ids * sizeof(ModelEntry));
+	m.heap = malloc(max_ids * sizeof(uint64_t));
+	m.live = malloc(max_ids * sizeof(uint64_t));
+	if (!w || !m.e || !m.heap || !m.live || !out)
+		goto done;
+
+	for (long op = 0; op < ops; op++)
+	{
+		uint64_t	r = rnd() % 100;
+		int			insert_pct = m.live_n < target ? 60 : 35;
+
+		if (op % 50000 == 0)
+			target = 100 + rnd() % 30000;
+
+		if ((long) r < insert_pct)
+		{
+			int64_t		due = random_due(now, horizon);
+			uint32_t	h;
+			JfWheelStatus st = jf_wheel_insert(w, next_id, due, &h);
+			bool		beyond = due > now && due - now > horizon;
+
+			if (beyond)
+			{
+				RCHECK(st == JF_WHEEL_BEYOND_HORIZON, "op %ld", op);
+				continue;
+			}
+			if (cap && m.live_n >= cap)
+			{
+				RCHECK(st == JF_WHEEL_FULL, "op %ld", op);
+				continue;
+			}
+			RCHECK(st == JF_WHEEL_OK, "op %ld st %d", op, st);
+			m.e[next_id].due = due;
+			m.e[next_id].eff = due > now ? due : now;
+			m.e[next_id].handle = h;
+			m.e[next_id].state = 0;
+			m.e[next_id].live_pos = m.live_n;
+			m.live[m.live_n++] = next_id;
+			heap_push(&m, next_id);
+			next_id++;
+		}
+		else if (r < 75)
+		{
+			uint64_t	id;
+
+			if (nstale > 0 && rnd() % 4 == 0)
+			{
+				int			k = rnd() % nstale;
+
+				RCHECK(!jf_wheel_cancel(w, stale_h[k], stale_id[k]),
+					   "op %ld stale cancel accepted", op);
+				continue;
+			}
+			if (m.live_n == 0)
+				continue;
+			id = m.live[rnd() % m.live_n];
+			RCHECK(jf_wheel_cancel(w, m.e[id].handle, id), "op %ld", op);
+			m.e[id].state = 2;
+			live_remove(&m, id);
+			{
+				int			k = nstale < 64 ? nstale++ : (int) (rnd() % 64);
+
+				stale_h[k] = m.e[id].handle;
+				stale_id[k] = id;
+			}
+		}
+		else
+		{
+			size_t		max = (rnd() % 4 == 0) ? 4096 : 1 + rnd() % 16;
+			size_t		n;
+			int64_t		nd = jf_wheel_next_deadline(w);
+			uint64_t	top = heap_top(&m);
+			bool		to_deadline = (r >= 95 && nd != INT64_MAX);
+
+			/* next_deadline: exact bound, never late */
+			if (top == UINT64_MAX)
+				RCHECK(nd == INT64_MAX, "op %ld nd %" PRId64, op, nd);
+			else if (m.e[top].eff <= now)
+				RCHECK(nd == now, "op %ld", op);
+			else
+				RCHECK(nd > now && nd <= m.e[top].eff,
+					   "op %ld nd %" PRId64 " min %" PRId64, op, nd,
+					   m.e[top].eff);
+
+			if (to_deadline)
+				clock = nd;
+			else
+				clock += random_step(horizon);
+			if (clock > now)
+				now = clock;
+
+			n = jf_wheel_advance(w, clock, out, max);
+			RCHECK(jf_wheel_now(w) == now, "op %ld", op);
+			for (size_t k = 0; k < n; k++)
+			{
+				uint64_t	id = heap_top(&m);
+
+				RCHECK(id != UINT64_MAX && m.e[id].eff <= now,
+					   "op %ld fired too early or too many", op);
+				RCHECK(out[k].id == id && out[k].due_ms == m.e[id].due,
+					   "op %ld k %zu got id %" PRIu64 " due %" PRId64
+					   " want id %" PRIu64 " due %" PRId64, op, k,
+					   out[k].id, out[k].due_ms, id, m.e[id].due);
+				m.e[id].state = 1;
+				live_remove(&m, id);
+				heap_pop(&m);
+				if (nstale < 64)
+				{
+					stale_h[nstale] = m.e[id].handle;
+					stale_id[nstale++] = id;
+				}
+			}
+			/* nothing due held back unless the batch was full */
+			if (n < max)
+			{
+				uint64_t	t = heap_top(&m);
+
+				RCHECK(t == UINT64_MAX || m.e[t].eff > now,
+					   "op %ld id %" PRIu64 " due %" PRId64
+					   " held back at %" PRId64, op, t, m.e[t].eff, now);
+			}
+			if (to_deadline && n == 0)
+			{
+				RCHECK(++vain_wakes <= jf_wheel_levels(w), "op %ld", op);
+			}
+			else
+				vain_wakes = 0;
+		}
+		RCHECK(jf_wheel_count(w) == m.live_n, "op %ld", op);
+		RCHECK(jf_wheel_horizon_end(w) == now + horizon, "op %ld", op);
+	}
+
+	/* drain: everything left fires, exactly once */
+	for (;;)
+	{
+		size_t		n = jf_wheel_advance(w, now + 4 * horizon, out, 4096);
+
+		now += 4 * horizon;
+		if (n == 0)
+			break;
+		for (size_t k = 0; k < n; k++)
+		{
+			uint64_t	id = heap_top(&m);
+
+			RCHECK(out[k].id == id, "drain");
+			m.e[id].state = 1;
+			live_remove(&m, id);
+			heap_pop(&m);
+		}
+	}
+	RCHECK(m.live_n == 0 && jf_wheel_count(w) == 0, "drain left %zu", m.live_n);
+	ok = true;
+
+done:
+	free(m.e);
+	free(m.heap);
+	free(m.live);
+	free(out);
+	jf_wheel_destroy(w);
+	return ok;
+}
+
+int
+main(int argc, char **argv)
+{
+	long		scale = (argc > 1) ? atol(argv[1]) : 1;
+
+	test_create_and_levels();
+	test_empty();
+	test_due_now_and_past();
+	test_level_boundaries();
+	test_horizon();
+	test_full();
+	test_clock_steps();
+	test_batches_same_ms();
+	test_stale_handles();
+	test_shrink();
+	test_next_deadline();
+
+	CHECK(random_run(0, 63, 1500000 * scale, 0, 1));
+	CHECK(random_run(-5000, 64, 1500000 * scale, 0, 2));
+	CHECK(random_run(1700000000123LL, 5000, 5000000 * scale, 0, 3));
+	CHECK(random_run(1700000000000LL, HOUR, 10000000 * scale, 0, 4));
+	CHECK(random_run(123456789, DAY, 10000000 * scale, 0, 5));
+	CHECK(random_run(42, HOUR, 1500000 * scale, 500, 6));
+
+	printf("test_wheel: %ld passed, %ld failed\n", n_passed, n_failed);
+	return n_failed ? 1 : 0;
+}
