@@ -158,11 +158,12 @@ word_equals(const char *s, int len, const char *word)
 
 /*
  * Parse one value (number or name) at *pos of a field ending at end.
- * what describes the context for "missing value" errors.
+ * range_lo is the start of the range this value closes, or -1; what
+ * describes the context for "missing value" errors.
  */
 static bool
 parse_value(const char *in, int *pos, int end, const CronField *f,
-			bool range_end, const char *what, int *value, JfCronError *err)
+			int range_lo, const char *what, int *value, JfCronError *err)
 {
 	int			start = *pos;
 	int			p = start;
@@ -201,8 +202,8 @@ parse_value(const char *in, int *pos, int end, const CronField *f,
 				word_equals(in + start, p - start, f->names[i]))
 			{
 				*value = i + f->names_base;
-				/* "mon-sun": Sunday closing a range means 7 */
-				if (range_end && f->names == day_names && *value == 0)
+				/* "mon-sun": Sunday closing a range that starts later is 7 */
+				if (range_lo > 0 && f->names == day_names && *value == 0)
 					*value = 7;
 				*pos = p;
 				return true;
@@ -252,7 +253,7 @@ parse_field(const char *in, int start, int end, const CronField *f,
 		}
 		else
 		{
-			if (!parse_value(in, &pos, end, f, false, "at start of list element",
+			if (!parse_value(in, &pos, end, f, -1, "at start of list element",
 							 &lo, err))
 				return false;
 			hi = lo;
@@ -260,7 +261,7 @@ parse_field(const char *in, int start, int end, const CronField *f,
 			if (pos < end && in[pos] == '-')
 			{
 				pos++;
-				if (!parse_value(in, &pos, end, f, true, "after \"-\"", &hi, err))
+				if (!parse_value(in, &pos, end, f, lo, "after \"-\"", &hi, err))
 					return false;
 				if (lo > hi)
 					return fail(err, item,
@@ -717,8 +718,13 @@ zone_lookup(const JfCronZone *zone, int64_t t, int32_t *off, int64_t *next,
 	return true;
 }
 
-/* At most this many constant-offset stretches are visited per call */
-#define MAX_STRETCHES	4096
+/*
+ * Bound on zone lookups per call, so that a zone announcing absurdly many
+ * changes cannot stall a caller.  Real zones change about twice a year (a
+ * hundred stretches over the horizon); a test zone announcing a no-op change
+ * every 6 hours needs 73,000.
+ */
+#define MAX_STRETCHES	(1 << 17)
 
 /*
  * Elapsed-time rule: an instant fires if its own wall clock matches.  Within
