@@ -27,6 +27,8 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1062,11 +1064,23 @@ fire_timer(JfHttp *h)
 	}
 }
 
+/*
+ * All of curl's work happens here.  Signals are blocked meanwhile because
+ * this is where curl's threaded resolver starts its threads, which inherit
+ * our mask: with everything blocked, the backend's signal handlers only
+ * ever run on the backend's own thread.  Pending signals are delivered on
+ * return; nothing here blocks, so that is soon.
+ */
 void
 jf_http_perform(JfHttp *h)
 {
 	struct epoll_event evs[JF_EPOLL_BATCH];
 	int			running;
+	sigset_t	all,
+				old;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
 
 	/* socket activity, in bounded batches so one call stays short */
 	for (int round = 0; round < 8; round++)
@@ -1105,6 +1119,7 @@ jf_http_perform(JfHttp *h)
 		drain_messages(h);
 		start_queued(h);
 	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 int

@@ -22,7 +22,13 @@
  *
  * Plain C, no PostgreSQL headers.  Not thread-safe: use a JfHttp from one
  * thread only.  Call jf_http_global_init() once per process before
- * jf_http_create().
+ * jf_http_create() (in the worker, after fork, not in the postmaster).
+ *
+ * libcurl here resolves names on short-lived threads (threaded resolver);
+ * they are started only inside jf_http_perform(), which blocks all signals
+ * while it runs so that those threads never run the backend's handlers.
+ * Each request in flight holds a socket, and idle connections are cached
+ * (at most max_concurrent of them): size RLIMIT_NOFILE accordingly.
  *
  *-------------------------------------------------------------------------
  */

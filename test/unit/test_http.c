@@ -393,6 +393,13 @@ test_ok_and_headers(void)
 	CHECK(r->queued_at_ms <= r->started_at_ms && r->started_at_ms <= r->finished_at_ms);
 	CHECK(jf_http_in_flight(h) == 0 && jf_http_queued(h) == 0);
 	CHECK(!jf_http_next_result(h, &c->r[1]));
+	{
+		sigset_t	cur;
+
+		/* perform blocks signals only while it runs */
+		sigprocmask(SIG_BLOCK, NULL, &cur);
+		CHECK(!sigismember(&cur, SIGTERM) && !sigismember(&cur, SIGHUP));
+	}
 	collected_free(c);
 	free(c);
 	jf_http_destroy(h);
