@@ -56,9 +56,11 @@
  *	- jf_cron_next returns the first occurrence strictly after after_utc_sec.
  *	  It returns false when there is none within JF_CRON_HORIZON_YEARS (only
  *	  hand-built schedules can be impossible; every schedule jf_cron_parse
- *	  accepts fires at least once in any 40-year span), when after_utc_sec
- *	  is outside [JF_CRON_MIN_TIME, JF_CRON_MAX_TIME], or when the zone
- *	  callback fails.
+ *	  accepts fires at least once in any 40-year span: Feb 29 on a given
+ *	  weekday), when after_utc_sec is outside [JF_CRON_MIN_TIME,
+ *	  JF_CRON_MAX_TIME], or when the zone callback fails or misbehaves
+ *	  (offset of a day or more, next change not after the instant asked,
+ *	  more than 131072 changes announced before the answer).
  *
  * Cost: fields are skipped with bit operations (next matching month, day,
  * hour, minute, second), never scanned second by second; one zone callback
@@ -95,7 +97,12 @@ typedef struct JfCronSchedule
 	uint8_t		flags;			/* JF_CRON_* above */
 } JfCronSchedule;
 
-/* Parse error: message in PostgreSQL errmsg style, position 0-based */
+/*
+ * Parse error: message in PostgreSQL errmsg style (lower case, no final
+ * period; quoted input is cut to 24 bytes and non-ASCII bytes shown as '?').
+ * position is the 0-based BYTE offset of the problem in the input; for
+ * errposition() convert it with pg_mbstrlen_with_len(expr, position) + 1.
+ */
 typedef struct JfCronError
 {
 	char		message[128];

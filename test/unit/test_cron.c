@@ -1033,6 +1033,54 @@ test_random_dst(void)
 	printf("random DST cross-check: %d comparisons\n", compared);
 }
 
+/*
+ * Random junk from cron's alphabet: whatever the parser says must be
+ * coherent (a message and an in-range position, or a schedule that fires).
+ */
+static void
+test_parse_fuzz(void)
+{
+	static const char alphabet[] = "0123456789*/-,  \t@abcdefjmnorstuvwy";
+	int			i,
+				bad = 0,
+				accepted = 0;
+
+	for (i = 0; i < 50000; i++)
+	{
+		char		buf[40];
+		int			len = rnd(sizeof(buf) - 1),
+					j;
+		JfCronSchedule s;
+		JfCronError e;
+		int64_t		n;
+
+		/* half the time start from a valid shape and damage it */
+		if (i % 2)
+		{
+			strcpy(buf, "*/5 1-3 * jan-mar mon");
+			len = (int) strlen(buf);
+			for (j = rnd(3) + 1; j > 0; j--)
+				buf[rnd(len)] = alphabet[rnd(sizeof(alphabet) - 1)];
+		}
+		else
+		{
+			for (j = 0; j < len; j++)
+				buf[j] = alphabet[rnd(sizeof(alphabet) - 1)];
+			buf[len] = '\0';
+		}
+		if (jf_cron_parse(buf, &s, &e))
+		{
+			accepted++;
+			if (!jf_cron_next(&s, NULL, T("2024-01-01 00:00:00"), &n))
+				bad++, printf("accepted \"%s\" never fires\n", buf);
+		}
+		else if (e.message[0] == '\0' || e.position < 0 || e.position > len)
+			bad++, printf("\"%s\": \"%s\" at %d\n", buf, e.message, e.position);
+	}
+	CHECK(bad == 0, "parser fuzz: %d incoherent answers", bad);
+	printf("parser fuzz: %d of 50000 accepted\n", accepted);
+}
+
 /* ----------------------------------------------------------------
  *		Speed (printed, not asserted)
  * ----------------------------------------------------------------
@@ -1076,6 +1124,7 @@ main(void)
 	test_impossible();
 	test_random_utc();
 	test_random_dst();
+	test_parse_fuzz();
 
 	bench("*/5 * * * *", NULL, "UTC");
 	bench("30 2 * * *", NULL, "UTC");
