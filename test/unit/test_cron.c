@@ -288,8 +288,8 @@ test_parse_valid(void)
 	jf_cron_parse("0 0-23 * * *", &s, &e);
 	CHECK(!(s.flags & JF_CRON_HOUR_STAR), "explicit 0-23 is a fixed hour");
 	jf_cron_parse("*/10 * * * * *", &s, &e);
-	CHECK(s.seconds == s.minutes * 0 + ((1ull << 0) | (1ull << 10) | (1ull << 20) |
-										(1ull << 30) | (1ull << 40) | (1ull << 50)) &&
+	CHECK(s.seconds == ((1ull << 0) | (1ull << 10) | (1ull << 20) |
+						(1ull << 30) | (1ull << 40) | (1ull << 50)) &&
 		  s.minutes == 0x0fffffffffffffffull && (s.flags & JF_CRON_HAS_SECONDS),
 		  "seconds field");
 
