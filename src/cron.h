@@ -5,7 +5,7 @@
  *
  * Plain C, no PostgreSQL headers: the backend validates a schedule with
  * jf_cron_parse() (its error carries a message in errmsg style and the
- * 0-based character offset of the problem) and computes fire times with
+ * 0-based byte offset of the problem) and computes fire times with
  * jf_cron_next().  Time zones are abstract: the caller supplies a JfCronZone
  * whose single callback reports the UTC offset in force at an instant and
  * the next instant at which it changes.  That is exactly what PostgreSQL's
