@@ -14,7 +14,13 @@ PGFILEDESC = "jobflow - delayed and recurring HTTP callbacks"
 
 OBJS = \
 	src/jobflow.o \
-	src/task_check.o
+	src/task_check.o \
+	src/worker.o \
+	src/feed.o \
+	src/dispatch.o \
+	src/log_writer.o \
+	src/wheel.o \
+	src/http.o
 
 REGRESS = schedule validation lifecycle
 REGRESS_OPTS = --inputdir=. --load-extension=jobflow

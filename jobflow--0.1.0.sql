@@ -122,6 +122,31 @@ CREATE TRIGGER notify_worker_update
 	REFERENCING NEW TABLE AS changed_tasks
 	FOR EACH STATEMENT EXECUTE FUNCTION jobflow._notify_worker();
 
+/*
+ * What the worker holds and has done: pid is NULL when no worker runs;
+ * counters are cumulative since the server started.
+ */
+CREATE FUNCTION jobflow.worker_status(
+	OUT pid integer,
+	OUT started_at timestamptz,
+	OUT wheel_tasks bigint,
+	OUT wheel_bytes bigint,
+	OUT horizon_end timestamptz,
+	OUT in_flight bigint,
+	OUT queued bigint,
+	OUT buffered_rows bigint,
+	OUT last_flush timestamptz,
+	OUT fired bigint,
+	OUT succeeded bigint,
+	OUT failed bigint,
+	OUT retried bigint,
+	OUT flushes bigint,
+	OUT flushed_rows bigint,
+	OUT statements bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'jobflow_worker_status'
+LANGUAGE C VOLATILE;
+
 /* Schedule one HTTP callback; returns the task id. */
 CREATE FUNCTION jobflow.schedule(
 	url text,
@@ -230,5 +255,9 @@ GRANT EXECUTE ON FUNCTION
 	jobflow.reschedule(bigint, timestamptz),
 	jobflow._task_check(),
 	jobflow._wake_horizon(),
-	jobflow._notify_worker()
+	jobflow._notify_worker(),
+	jobflow.worker_status()
 	TO jobflow_user, jobflow_admin;
+
+/* wake a worker that waits for this extension to exist */
+SELECT pg_catalog.pg_notify('jobflow', '');

@@ -36,7 +36,7 @@ as_server_user() {
 ensure_packages() {
 	local wanted=(make gcc postgresql-15 postgresql-server-dev-15 libcurl4-openssl-dev
 		postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
-		python3 python3-psycopg2 python3-pytest "$@")
+		python3 python3-psycopg2 python3-pytest libkrb5-dev "$@")
 	local missing=()
 	local p
 	for p in "${wanted[@]}"; do
@@ -86,6 +86,8 @@ cluster_start() {
 		for line in "$@"; do echo "$line"; done
 	} | as_server_user tee -a "$CLUSTER_DIR/data/postgresql.conf" >/dev/null
 	export PGHOST="$CLUSTER_DIR/sock" PGPORT="$port" PGUSER=postgres PGDATABASE=jobflow
+	# for tests that restart the server or kill its processes
+	export JOBFLOW_PGDATA="$CLUSTER_DIR/data" JOBFLOW_PGBIN="$PGBIN" JOBFLOW_RUN_USER="$RUN_USER"
 	as_server_user "$PGBIN/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/postgres.log" -w -t 60 start >/dev/null
 	psql -X -q -d postgres -c "CREATE DATABASE jobflow" >/dev/null
 	psql -X -q -d jobflow -c "CREATE EXTENSION jobflow" >/dev/null

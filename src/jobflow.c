@@ -22,6 +22,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
+#include "access/htup_details.h"
 
 PG_MODULE_MAGIC;
 
@@ -42,7 +43,6 @@ int			jobflow_reconcile_ms = 5000;
 int			jobflow_shutdown_grace_ms = 5000;
 
 JobflowShared *jobflow_shared = NULL;
-bool		jobflow_am_worker = false;
 
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 #if PG_VERSION_NUM >= 150000
@@ -73,6 +73,7 @@ _PG_init(void)
 	}
 
 	jobflow_define_gucs();
+	jobflow_register_worker();
 
 #if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;
@@ -216,4 +217,64 @@ jobflow_wake_horizon(PG_FUNCTION_ARGS)
 	}
 	PG_RETURN_TIMESTAMPTZ((TimestampTz) ((int64) end_ms -
 										 (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000) * 1000);
+}
+
+static Datum
+ms_to_timestamptz_datum(uint64 ms, bool *isnull)
+{
+	*isnull = (ms == 0);
+	return TimestampTzGetDatum((TimestampTz) ((int64) ms * 1000 -
+											  (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY));
+}
+
+/*
+ * What the worker is doing, for operators: its pid (NULL when no worker is
+ * attached), what it holds and cumulative counters since server start.
+ */
+PG_FUNCTION_INFO_V1(jobflow_worker_status);
+Datum
+jobflow_worker_status(PG_FUNCTION_ARGS)
+{
+	TupleDesc	desc;
+	Datum		values[16];
+	bool		nulls[16];
+	pid_t		pid;
+	JobflowShared *s = jobflow_shared;
+	int			i = 0;
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	if (s == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("jobflow shared memory is not initialised")));
+	memset(nulls, 0, sizeof(nulls));
+
+	SpinLockAcquire(&s->mutex);
+	pid = s->worker_pid;
+	SpinLockRelease(&s->mutex);
+
+	values[i] = Int32GetDatum(pid);
+	nulls[i++] = (pid == 0);
+	values[i] = ms_to_timestamptz_datum(pg_atomic_read_u64(&s->started_ms), &nulls[i]);
+	i++;
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->wheel_tasks));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->wheel_bytes));
+	values[i] = ms_to_timestamptz_datum(pg_atomic_read_u64(&s->horizon_end_ms), &nulls[i]);
+	i++;
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->in_flight));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->queued));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->buffered_rows));
+	values[i] = ms_to_timestamptz_datum(pg_atomic_read_u64(&s->last_flush_ms), &nulls[i]);
+	i++;
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->fired));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->succeeded));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->failed));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->retried));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->flushes));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->flushed_rows));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->statements));
+	Assert(i == 16);
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }

@@ -52,6 +52,7 @@ typedef struct JobflowShared
 	Latch	   *worker_latch;
 	pg_atomic_uint64 horizon_end_ms;	/* unix ms; 0 = tell me everything */
 	pg_atomic_uint64 wheel_tasks;
+	pg_atomic_uint64 wheel_bytes;	/* wheel plus id map */
 	pg_atomic_uint64 in_flight;
 	pg_atomic_uint64 queued;
 	pg_atomic_uint64 buffered_rows;

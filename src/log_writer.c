@@ -1,0 +1,323 @@
+/*-------------------------------------------------------------------------
+ *
+ * log_writer.c
+ *	  Buffers attempt outcomes and writes them in batches: one UPDATE of
+ *	  jobflow.tasks and one INSERT into jobflow.task_log per batch.
+ *
+ * A batch is written when jobflow.log_batch_size rows are buffered or the
+ * oldest has waited jobflow.log_flush_ms.  Each statement reads its rows
+ * from unnest() over arrays, so the cost per callback falls as load rises.
+ * If a batch fails, it is rolled back to a subtransaction and its rows are
+ * written one by one, so one bad row cannot take the others with it.
+ *
+ * Response excerpts are arbitrary bytes; they are made valid text in the
+ * database encoding (NUL and invalid sequences become '?') before writing.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "worker.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "mb/pg_wchar.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+
+static const char *const outcome_names[] = {
+	"succeeded", "retry", "failed", "interrupted"
+};
+
+static MemoryContext buffer_cxt = NULL;
+static OutcomeRow *rows = NULL;
+static int	nrows = 0;
+static int	maxrows = 0;
+static int64 first_buffered_ms = 0;
+static SPIPlanPtr update_plan = NULL;
+static SPIPlanPtr insert_plan = NULL;
+
+void
+log_writer_init(void)
+{
+	buffer_cxt = AllocSetContextCreate(TopMemoryContext, "jobflow log buffer",
+									   ALLOCSET_DEFAULT_SIZES);
+}
+
+/* Valid text in the database encoding, whatever the receiver sent. */
+static char *
+sanitize_text(const char *s, size_t len)
+{
+	char	   *out = palloc(len + 1);
+	int			enc = GetDatabaseEncoding();
+	size_t		i = 0;
+
+	while (i < len)
+	{
+		int			l;
+
+		if (s[i] == '\0')
+			l = -1;
+		else if (IS_HIGHBIT_SET(s[i]))
+			l = pg_encoding_verifymbchar(enc, s + i, (int) (len - i));
+		else
+			l = 1;
+		if (l <= 0)
+		{
+			out[i++] = '?';
+			continue;
+		}
+		memcpy(out + i, s + i, l);
+		i += l;
+	}
+	out[len] = '\0';
+	return out;
+}
+
+/* Copy an outcome into the buffer; it is written by a later flush. */
+void
+log_writer_add(const OutcomeRow *row)
+{
+	MemoryContext old = MemoryContextSwitchTo(buffer_cxt);
+	OutcomeRow *r;
+
+	if (nrows == maxrows)
+	{
+		maxrows = Max(64, maxrows * 2);
+		rows = rows ? repalloc(rows, sizeof(OutcomeRow) * maxrows)
+			: palloc(sizeof(OutcomeRow) * maxrows);
+	}
+	r = &rows[nrows++];
+	*r = *row;
+	r->error = row->error ? sanitize_text(row->error, strlen(row->error)) : NULL;
+	r->response = row->response ? sanitize_text(row->response, row->response_len) : NULL;
+	if (nrows == 1)
+		first_buffered_ms = jf_now_ms();
+	MemoryContextSwitchTo(old);
+	pg_atomic_write_u64(&jobflow_shared->buffered_rows, nrows);
+}
+
+int
+log_writer_buffered(void)
+{
+	return nrows;
+}
+
+/* When the oldest buffered row must be written; INT64_MAX when none. */
+int64
+log_writer_deadline(void)
+{
+	if (nrows == 0)
+		return PG_INT64_MAX;
+	if (nrows >= jobflow_log_batch_size)
+		return 0;
+	return first_buffered_ms + jobflow_log_flush_ms;
+}
+
+static ArrayType *
+make_array(Datum *elems, bool *nulls, int n, Oid type)
+{
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	int			dims[1] = {n};
+	int			lbs[1] = {1};
+
+	get_typlenbyvalalign(type, &typlen, &typbyval, &typalign);
+	return construct_md_array(elems, nulls, 1, dims, lbs, type, typlen, typbyval, typalign);
+}
+
+static void
+prepare_plans(void)
+{
+	Oid			utypes[5] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, INT4ARRAYOID, TEXTARRAYOID};
+	Oid			itypes[10] = {INT8ARRAYOID, INT4ARRAYOID, OIDARRAYOID, TIMESTAMPTZARRAYOID,
+		TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID, INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+
+	update_plan = SPI_prepare(
+		"UPDATE jobflow.tasks t"
+		"   SET state = u.state::jobflow.task_state,"
+		"       run_at = COALESCE(u.next_run_at, t.run_at),"
+		"       last_status = u.status, last_error = u.error,"
+		"       updated_at = pg_catalog.now()"
+		"  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3),"
+		"                  pg_catalog.unnest($4), pg_catalog.unnest($5))"
+		"    AS u(id, state, next_run_at, status, error)"
+		" WHERE t.id = u.id AND t.state = 'running'", 5, utypes);
+	if (update_plan == NULL)
+		elog(ERROR, "could not prepare the outcome update: %s", SPI_result_code_string(SPI_result));
+	SPI_keepplan(update_plan);
+
+	insert_plan = SPI_prepare(
+		"INSERT INTO jobflow.task_log (task_id, attempt, owner, scheduled_at, started_at,"
+		"       finished_at, outcome, http_status, error, response)"
+		"SELECT u.task_id, u.attempt, u.owner::regrole, u.scheduled_at, u.started_at,"
+		"       u.finished_at, u.outcome, u.http_status, u.error, u.response"
+		"  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3),"
+		"                  pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6),"
+		"                  pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9),"
+		"                  pg_catalog.unnest($10))"
+		"    AS u(task_id, attempt, owner, scheduled_at, started_at, finished_at,"
+		"         outcome, http_status, error, response)", 10, itypes);
+	if (insert_plan == NULL)
+		elog(ERROR, "could not prepare the log insert: %s", SPI_result_code_string(SPI_result));
+	SPI_keepplan(insert_plan);
+}
+
+static inline Datum
+text_or_null(const char *s, bool *isnull)
+{
+	*isnull = (s == NULL);
+	return s ? CStringGetTextDatum(s) : (Datum) 0;
+}
+
+static inline Datum
+ts_or_null(TimestampTz ts, bool *isnull)
+{
+	*isnull = (ts == 0);
+	return TimestampTzGetDatum(ts);
+}
+
+/* Write rows[from .. from+n) with the two batch statements. */
+static void
+write_rows(int from, int n)
+{
+	Datum		uv[5];
+	Datum		iv[10];
+	Datum	   *e[10];
+	bool	   *nl[10];
+	int			c;
+	int			i;
+	int			ret;
+
+	for (c = 0; c < 10; c++)
+	{
+		e[c] = palloc(sizeof(Datum) * n);
+		nl[c] = palloc0(sizeof(bool) * n);
+	}
+	/* columns: id, attempt, owner, scheduled, started, finished, outcome, status, error, response */
+	for (i = 0; i < n; i++)
+	{
+		OutcomeRow *r = &rows[from + i];
+
+		e[0][i] = Int64GetDatum(r->id);
+		e[1][i] = Int32GetDatum(r->attempt);
+		e[2][i] = ObjectIdGetDatum(r->owner);
+		e[3][i] = ts_or_null(r->scheduled_at, &nl[3][i]);
+		e[4][i] = ts_or_null(r->started_at, &nl[4][i]);
+		e[5][i] = ts_or_null(r->finished_at, &nl[5][i]);
+		e[6][i] = CStringGetTextDatum(outcome_names[r->outcome]);
+		e[7][i] = Int32GetDatum(r->http_status);
+		nl[7][i] = (r->http_status == 0);
+		e[8][i] = text_or_null(r->error, &nl[8][i]);
+		e[9][i] = text_or_null(r->response, &nl[9][i]);
+	}
+
+	/* tasks: id, state, next_run_at, status, error */
+	{
+		Datum	   *state = palloc(sizeof(Datum) * n);
+		Datum	   *next = palloc(sizeof(Datum) * n);
+		bool	   *next_null = palloc(sizeof(bool) * n);
+
+		for (i = 0; i < n; i++)
+		{
+			state[i] = CStringGetTextDatum(rows[from + i].state);
+			next[i] = ts_or_null(rows[from + i].next_run_at, &next_null[i]);
+		}
+		uv[0] = PointerGetDatum(make_array(e[0], NULL, n, INT8OID));
+		uv[1] = PointerGetDatum(make_array(state, NULL, n, TEXTOID));
+		uv[2] = PointerGetDatum(make_array(next, next_null, n, TIMESTAMPTZOID));
+		uv[3] = PointerGetDatum(make_array(e[7], nl[7], n, INT4OID));
+		uv[4] = PointerGetDatum(make_array(e[8], nl[8], n, TEXTOID));
+	}
+	iv[0] = uv[0];
+	iv[1] = PointerGetDatum(make_array(e[1], NULL, n, INT4OID));
+	iv[2] = PointerGetDatum(make_array(e[2], NULL, n, OIDOID));
+	iv[3] = PointerGetDatum(make_array(e[3], nl[3], n, TIMESTAMPTZOID));
+	iv[4] = PointerGetDatum(make_array(e[4], nl[4], n, TIMESTAMPTZOID));
+	iv[5] = PointerGetDatum(make_array(e[5], nl[5], n, TIMESTAMPTZOID));
+	iv[6] = PointerGetDatum(make_array(e[6], NULL, n, TEXTOID));
+	iv[7] = uv[3];
+	iv[8] = uv[4];
+	iv[9] = PointerGetDatum(make_array(e[9], nl[9], n, TEXTOID));
+
+	ret = SPI_execute_plan(update_plan, uv, NULL, false, 0);
+	if (ret != SPI_OK_UPDATE)
+		elog(ERROR, "outcome update failed: %s", SPI_result_code_string(ret));
+	ret = SPI_execute_plan(insert_plan, iv, NULL, false, 0);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "log insert failed: %s", SPI_result_code_string(ret));
+	worker_count_statement(2);
+}
+
+/*
+ * Run write_rows in a subtransaction; on error, roll it back and report
+ * false, leaving the outer transaction usable.
+ */
+static bool
+try_write_rows(int from, int n)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile bool ok = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		write_rows(from, n);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		ereport(WARNING,
+				(errmsg("jobflow could not write %d outcome row(s) starting with task %lld: %s",
+						n, (long long) rows[from].id, edata->message)));
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return ok;
+}
+
+/* Write every buffered outcome in one transaction. */
+void
+log_writer_flush(void)
+{
+	int			i;
+	uint64		written = nrows;
+
+	if (nrows == 0)
+		return;
+	jf_xact_begin("jobflow: write outcomes");
+	if (update_plan == NULL)
+		prepare_plans();
+	if (!try_write_rows(0, nrows))
+	{
+		/* one by one: a row that still fails is reported and dropped */
+		written = 0;
+		for (i = 0; i < nrows; i++)
+			if (try_write_rows(i, 1))
+				written++;
+	}
+	jf_xact_commit();
+
+	pg_atomic_fetch_add_u64(&jobflow_shared->flushes, 1);
+	pg_atomic_fetch_add_u64(&jobflow_shared->flushed_rows, written);
+	pg_atomic_write_u64(&jobflow_shared->last_flush_ms, (uint64) jf_now_ms());
+	nrows = 0;
+	maxrows = 0;
+	rows = NULL;
+	MemoryContextReset(buffer_cxt);
+	pg_atomic_write_u64(&jobflow_shared->buffered_rows, 0);
+}

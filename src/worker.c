@@ -1,0 +1,299 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *	  jobflow's background worker: lifecycle and the wait loop that drives
+ *	  the wheel feeder, the HTTP dispatcher and the log writer.
+ *
+ * One loop, one thread.  Each turn: drain notifications, collect finished
+ * requests, fire what is due, run housekeeping when its time has come,
+ * write outcomes when the batch is full or old enough, then sleep on one
+ * WaitEventSet (latch, postmaster death, libcurl's epoll fd) until the
+ * earliest of the wheel's next deadline, libcurl's next timeout, the log
+ * writer's deadline and the next housekeeping.  Nothing ticks: an idle
+ * worker sleeps until its next reconciliation scan.
+ *
+ * The worker runs with session_replication_role = replica, so the row
+ * checks and notify triggers of jobflow.tasks stay out of its own writes
+ * (they are for applications; the worker's statements guard themselves),
+ * and with synchronous_commit off (see dispatch.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "worker.h"
+
+#include "access/xact.h"
+#include "commands/async.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#define EXTENSION_WAIT_MS 10000
+
+bool		jobflow_am_worker = false;
+
+static volatile sig_atomic_t got_sigterm = false;
+
+static void
+handle_sigterm(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	got_sigterm = true;
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+/* Called from _PG_init in the postmaster. */
+void
+jobflow_register_worker(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	/* on a standby, start at promotion: nothing can be claimed before */
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 1;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "jobflow");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "jobflow_worker_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "jobflow worker");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "jobflow worker");
+	RegisterBackgroundWorker(&worker);
+}
+
+/* One transaction with SPI and a snapshot, as worker_spi does. */
+void
+jf_xact_begin(const char *activity)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, activity);
+}
+
+void
+jf_xact_commit(void)
+{
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+void
+worker_count_statement(int n)
+{
+	pg_atomic_fetch_add_u64(&jobflow_shared->statements, n);
+}
+
+void
+worker_publish_stats(WorkerState *ws)
+{
+	pg_atomic_write_u64(&jobflow_shared->wheel_tasks, jf_wheel_count(ws->wheel));
+	pg_atomic_write_u64(&jobflow_shared->wheel_bytes,
+						jf_wheel_memory(ws->wheel) + feed_map_memory(ws));
+	if (ws->http != NULL)
+	{
+		pg_atomic_write_u64(&jobflow_shared->in_flight, jf_http_in_flight(ws->http));
+		pg_atomic_write_u64(&jobflow_shared->queued, jf_http_queued(ws->http));
+	}
+}
+
+static void
+detach_shared(int code, Datum arg)
+{
+	SpinLockAcquire(&jobflow_shared->mutex);
+	jobflow_shared->worker_pid = 0;
+	jobflow_shared->worker_latch = NULL;
+	SpinLockRelease(&jobflow_shared->mutex);
+	pg_atomic_write_u64(&jobflow_shared->horizon_end_ms, 0);
+}
+
+static bool
+extension_exists(void)
+{
+	bool		exists;
+
+	jf_xact_begin("jobflow: waiting for CREATE EXTENSION jobflow");
+	exists = OidIsValid(get_extension_oid("jobflow", true));
+	jf_xact_commit();
+	return exists;
+}
+
+/*
+ * Until CREATE EXTENSION runs in jobflow.database_name there is nothing to
+ * do.  The extension script sends NOTIFY jobflow, which wakes us at once;
+ * the timeout is only a fallback.
+ */
+static void
+wait_for_extension(WorkerState *ws)
+{
+	bool		logged = false;
+
+	while (!extension_exists())
+	{
+		if (!logged)
+			ereport(LOG,
+					(errmsg("jobflow worker waiting for CREATE EXTENSION jobflow in database \"%s\"",
+							jobflow_database_name)));
+		logged = true;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 EXTENSION_WAIT_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		if (got_sigterm)
+			proc_exit(1);
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (notifyInterruptPending)
+			feed_process_notifications(ws);
+	}
+}
+
+/* Milliseconds to sleep until deadline_ms, rounded up: never wake early. */
+static long
+ms_until(int64 deadline_ms)
+{
+	int64		now_us = GetCurrentTimestamp() + JF_EPOCH_DIFF_US;
+	int64		wait_us;
+
+	if (deadline_ms == PG_INT64_MAX)
+		return -1;
+	wait_us = deadline_ms * 1000 - now_us;
+	if (wait_us <= 0)
+		return 0;
+	return (long) Min((wait_us + 999) / 1000, (int64) INT_MAX);
+}
+
+/*
+ * SIGTERM: claim nothing new, give requests in flight jobflow.shutdown_grace
+ * to finish, then abandon the rest and write every buffered outcome.
+ */
+static void
+shut_down(WorkerState *ws, WaitEventSet *wes)
+{
+	int64		give_up = jf_now_ms() + jobflow_shutdown_grace_ms;
+
+	ws->stopping = true;
+	while (jf_http_in_flight(ws->http) + jf_http_queued(ws->http) > 0 &&
+		   jf_now_ms() < give_up)
+	{
+		WaitEvent	ev;
+		long		timeout = ms_until(give_up);
+		long		http_timeout = jf_http_timeout_ms(ws->http);
+
+		if (http_timeout >= 0)
+			timeout = Min(timeout, http_timeout);
+		(void) WaitEventSetWait(wes, timeout, &ev, 1, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		dispatch_collect(ws);
+	}
+	dispatch_abandon(ws);
+	log_writer_flush();
+	ereport(LOG, (errmsg("jobflow worker stopped")));
+}
+
+void
+jobflow_worker_main(Datum main_arg)
+{
+	WorkerState ws;
+	WaitEventSet *wes;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, handle_sigterm);
+	BackgroundWorkerUnblockSignals();
+
+	BackgroundWorkerInitializeConnection(jobflow_database_name, NULL, 0);
+	jobflow_am_worker = true;
+	pgstat_report_appname("jobflow worker");
+	SetConfigOption("session_replication_role", "replica", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+
+	SpinLockAcquire(&jobflow_shared->mutex);
+	jobflow_shared->worker_pid = MyProcPid;
+	jobflow_shared->worker_latch = MyLatch;
+	SpinLockRelease(&jobflow_shared->mutex);
+	before_shmem_exit(detach_shared, (Datum) 0);
+	pg_atomic_write_u64(&jobflow_shared->started_ms, (uint64) jf_now_ms());
+
+	memset(&ws, 0, sizeof(ws));
+	ws.cxt = AllocSetContextCreate(TopMemoryContext, "jobflow worker",
+								   ALLOCSET_DEFAULT_SIZES);
+	feed_init(&ws);
+	log_writer_init();
+
+	/* listen first: a task committed after this is either notified or scanned */
+	feed_listen();
+	wait_for_extension(&ws);
+
+	dispatch_init(&ws);
+	feed_rescue_running(&ws);
+	feed_housekeeping(&ws, jf_now_ms());
+	worker_publish_stats(&ws);
+	ereport(LOG,
+			(errmsg("jobflow worker started in database \"%s\" with %zu task(s) due within %d s",
+					jobflow_database_name, jf_wheel_count(ws.wheel), jobflow_horizon_s)));
+
+	wes = CreateWaitEventSet(TopMemoryContext, 3);
+	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	AddWaitEventToSet(wes, WL_SOCKET_READABLE, jf_http_fd(ws.http), NULL, NULL);
+
+	while (!got_sigterm)
+	{
+		WaitEvent	ev;
+		bool		throttled;
+		int64		deadline;
+		long		timeout;
+		long		http_timeout;
+
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			dispatch_reconfigure(&ws);
+		}
+		if (notifyInterruptPending)
+			feed_process_notifications(&ws);
+
+		dispatch_collect(&ws);
+		throttled = dispatch_due(&ws, jf_now_ms());
+		if (jf_now_ms() >= ws.next_housekeeping_ms || ws.full_rescan)
+			feed_housekeeping(&ws, jf_now_ms());
+		if (jf_now_ms() >= log_writer_deadline())
+			log_writer_flush();
+		worker_publish_stats(&ws);
+
+		deadline = Min(ws.next_housekeeping_ms, log_writer_deadline());
+		if (!throttled)
+			deadline = Min(deadline, jf_wheel_next_deadline(ws.wheel));
+		timeout = ms_until(deadline);
+		http_timeout = jf_http_timeout_ms(ws.http);
+		if (http_timeout >= 0 && (timeout < 0 || http_timeout < timeout))
+			timeout = http_timeout;
+		if (timeout != 0)
+		{
+			(void) WaitEventSetWait(wes, timeout, &ev, 1, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
+
+	shut_down(&ws, wes);
+	proc_exit(1);
+}

@@ -1,0 +1,135 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.h
+ *	  State shared by the modules of jobflow's background worker: the
+ *	  wheel feeder (feed.c), the dispatcher glue (dispatch.c), the log
+ *	  writer (log_writer.c) and the loop that drives them (worker.c).
+ *
+ * All of it lives in the worker process only.  Times are Unix
+ * milliseconds (int64) unless a name says otherwise.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef JOBFLOW_WORKER_H
+#define JOBFLOW_WORKER_H
+
+#include "jobflow.h"
+
+#include "datatype/timestamp.h"
+#include "utils/timestamp.h"
+
+#include "http.h"
+#include "wheel.h"
+
+/* Microseconds between the Unix epoch and PostgreSQL's (2000-01-01). */
+#define JF_EPOCH_DIFF_US \
+	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
+
+/* The wheel accepts a day and a bit; jobflow.horizon loads up to a day. */
+#define JF_WHEEL_HORIZON_MS ((int64) 86400 * 1000 + 60 * 1000)
+
+/*
+ * Rounding up: a task due at 12:00:00.000400 must not fire at 12:00:00.000,
+ * so its tick is 12:00:00.001.
+ */
+static inline int64
+jf_ts_to_due_ms(TimestampTz ts)
+{
+	int64		us = ts + JF_EPOCH_DIFF_US;
+
+	return us >= 0 ? (us + 999) / 1000 : -((-us) / 1000);
+}
+
+static inline TimestampTz
+jf_ms_to_ts(int64 ms)
+{
+	return ms * 1000 - JF_EPOCH_DIFF_US;
+}
+
+static inline int64
+jf_now_ms(void)
+{
+	return (GetCurrentTimestamp() + JF_EPOCH_DIFF_US) / 1000;
+}
+
+/* What the worker remembers of a request in flight (the result's user). */
+typedef struct InFlight
+{
+	int64		id;
+	int32		attempt;
+	int32		max_attempts;
+	Oid			owner;
+	TimestampTz scheduled_at;
+} InFlight;
+
+struct taskmap_hash;
+
+typedef struct WorkerState
+{
+	MemoryContext cxt;			/* long-lived allocations */
+	JfWheel    *wheel;
+	struct taskmap_hash *map;	/* task id -> wheel handle */
+	JfHttp	   *http;
+	int64		loaded_until_ms;	/* pending tasks due before are in the wheel */
+	int64		next_housekeeping_ms;
+	bool		full_rescan;	/* notifications were dropped: rescan horizon */
+	bool		stopping;		/* SIGTERM: claim nothing new */
+} WorkerState;
+
+/* feed.c: keeping the wheel in step with jobflow.tasks */
+extern void feed_init(WorkerState *ws);
+extern void feed_listen(void);
+extern void feed_rescue_running(WorkerState *ws);
+extern void feed_process_notifications(WorkerState *ws);
+extern void feed_housekeeping(WorkerState *ws, int64 now_ms);
+extern void feed_upsert(WorkerState *ws, int64 id, int64 due_ms);
+extern void feed_forget(WorkerState *ws, int64 id);
+extern uint64 feed_map_memory(WorkerState *ws);
+
+/* dispatch.c: due tasks -> claim -> HTTP -> outcomes */
+extern void dispatch_init(WorkerState *ws);
+extern void dispatch_reconfigure(WorkerState *ws);
+extern bool dispatch_due(WorkerState *ws, int64 now_ms);
+extern void dispatch_collect(WorkerState *ws);
+extern int	dispatch_in_flight(void);
+extern void dispatch_abandon(WorkerState *ws);
+
+/* log_writer.c: buffered, batched writes of outcomes */
+typedef enum TaskOutcome
+{
+	OUTCOME_SUCCEEDED,
+	OUTCOME_RETRY,
+	OUTCOME_FAILED,
+	OUTCOME_INTERRUPTED			/* the worker stopped during the attempt */
+} TaskOutcome;
+
+typedef struct OutcomeRow
+{
+	int64		id;
+	int32		attempt;
+	Oid			owner;
+	TaskOutcome outcome;
+	const char *state;			/* new task state */
+	TimestampTz scheduled_at;
+	TimestampTz started_at;
+	TimestampTz finished_at;
+	TimestampTz next_run_at;	/* for retries; 0 otherwise */
+	int			http_status;	/* 0 = none */
+	const char *error;			/* NULL = none */
+	const char *response;		/* NULL = none; need not be valid text */
+	size_t		response_len;
+} OutcomeRow;
+
+extern void log_writer_init(void);
+extern void log_writer_add(const OutcomeRow *row);
+extern int	log_writer_buffered(void);
+extern int64 log_writer_deadline(void);
+extern void log_writer_flush(void);
+
+/* worker.c */
+extern void jf_xact_begin(const char *activity);
+extern void jf_xact_commit(void);
+extern void worker_publish_stats(WorkerState *ws);
+extern void worker_count_statement(int n);
+
+#endif							/* JOBFLOW_WORKER_H */
