@@ -91,6 +91,12 @@ cluster_start() {
 	as_server_user "$PGBIN/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/postgres.log" -w -t 60 start >/dev/null
 	psql -X -q -d postgres -c "CREATE DATABASE jobflow" >/dev/null
 	psql -X -q -d jobflow -c "CREATE EXTENSION jobflow" >/dev/null
+	# the worker started with the server, before its database existed: wait for it
+	local i
+	for i in $(seq 100); do
+		[ -n "$(psql -X -At -d jobflow -c "SELECT pid FROM jobflow.worker_status() WHERE horizon_end IS NOT NULL")" ] && break
+		sleep 0.1
+	done
 	log "cluster $name running on port $port (socket $PGHOST)"
 }
 

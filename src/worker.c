@@ -21,6 +21,8 @@
  */
 #include "worker.h"
 
+#include <sys/resource.h>
+
 #include "access/xact.h"
 #include "commands/async.h"
 #include "commands/extension.h"
@@ -165,6 +167,27 @@ wait_for_extension(WorkerState *ws)
 	}
 }
 
+/*
+ * libcurl may hold two sockets per allowed request (one in flight, one idle
+ * in its connection cache).  Raise the soft descriptor limit to cover that
+ * rather than fail connections with EMFILE under a burst.
+ */
+static void
+raise_fd_limit(void)
+{
+	struct rlimit rl;
+	rlim_t		want = (rlim_t) jobflow_max_concurrent * 2 + 64;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want) ? want : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < want)
+		ereport(WARNING,
+				(errmsg("jobflow worker can open only %lu files, fewer than jobflow.max_concurrent_requests needs",
+						(unsigned long) rl.rlim_cur),
+				 errhint("Raise the open files limit of the server, or lower jobflow.max_concurrent_requests.")));
+}
+
 /* Milliseconds to sleep until deadline_ms, rounded up: never wake early. */
 static long
 ms_until(int64 deadline_ms)
@@ -241,6 +264,7 @@ jobflow_worker_main(Datum main_arg)
 	feed_listen();
 	wait_for_extension(&ws);
 
+	raise_fd_limit();
 	dispatch_init(&ws);
 	feed_rescue_running(&ws);
 	feed_housekeeping(&ws, jf_now_ms());
