@@ -1,0 +1,349 @@
+# -------------------------------------------------------------------------
+#
+# conftest.py
+#     Fixtures and helpers shared by jobflow's integration tests.
+#
+# The tests run against a real cluster with jobflow preloaded (started by
+# scripts/test.sh, which exports PGHOST, PGPORT, PGUSER, PGDATABASE,
+# JOBFLOW_PGDATA, JOBFLOW_PGBIN and JOBFLOW_RUN_USER) and a real HTTP
+# receiver (test/receiver.py) on 127.0.0.1, started once per session.
+#
+# Fixtures:
+#   receiver   session: the running receiver (Receiver below): url(),
+#              unique_url(), requests(), reset(), wait_for().
+#   connect    factory: connect(autocommit=True) -> psycopg2 connection,
+#              closed when the test ends.
+#   db         one autocommit connection (connect()).
+#   server     session: the cluster (Server below): worker_pid(),
+#              wait_worker(), kill9(), restart(), reload().
+#
+# Helpers (plain functions, importable with "from conftest import ..."):
+#   wait_final(conn, ids, timeout)   wait until tasks reach a final state
+#   task_row(conn, id), task_log(conn, id), worker_status(conn)
+#   schedule(conn, url, ...)         jobflow.schedule() with keywords
+#   epoch(conn, id)                  run_at of a task as Unix seconds
+#
+# Tests must be independent: tag every URL with a unique query string
+# (receiver.unique_url) and match requests by tag or task id, never by
+# position in the receiver's list.
+#
+# -------------------------------------------------------------------------
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+
+import psycopg2
+import psycopg2.extras
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+RECEIVER = os.path.join(REPO, "test", "receiver.py")
+FINAL_STATES = ("succeeded", "failed", "cancelled")
+
+
+def _env(name):
+    value = os.environ.get(name)
+    if not value:
+        pytest.exit("%s is not set: run the integration tests through "
+                    "scripts/test.sh (or export the cluster settings)" % name,
+                    returncode=2)
+    return value
+
+
+# -------------------------------------------------------------------------
+# HTTP receiver
+# -------------------------------------------------------------------------
+
+class Receiver:
+    """test/receiver.py running on 127.0.0.1 for the whole session."""
+
+    def __init__(self, proc, port):
+        self.proc = proc
+        self.port = port
+        self.base = "http://127.0.0.1:%d" % port
+
+    def url(self, path, host="127.0.0.1"):
+        """URL of path on the receiver; host may be "localhost" (same
+        socket, a different host key for jobflow's per-host caps)."""
+        return "http://%s:%d%s" % (host, self.port, path)
+
+    def unique_url(self, path="/ok", host="127.0.0.1"):
+        """(url, tag): path with ?t=<uuid> (or &t=) so that this test's
+        requests can be told apart from every other test's."""
+        tag = uuid.uuid4().hex
+        sep = "&" if "?" in path else "?"
+        return self.url("%s%st=%s" % (path, sep, tag), host), tag
+
+    def _call(self, method, path):
+        req = urllib.request.Request(self.base + path, method=method,
+                                     data=b"" if method == "POST" else None)
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.read()
+
+    def reset(self):
+        """Forget every recorded request (and the /flaky counters)."""
+        self._call("POST", "/_reset")
+
+    def requests(self, pred=None):
+        """Recorded requests (dicts: time, method, path, query, headers,
+        body, inflight), optionally filtered by pred."""
+        recs = json.loads(self._call("GET", "/_requests"))
+        return [r for r in recs if pred is None or pred(r)]
+
+    def tagged(self, tag):
+        """Requests whose query carries the given unique tag."""
+        return self.requests(lambda r: ("t=" + tag) in r["query"])
+
+    def wait_for(self, pred, n=1, timeout=10.0, interval=0.05):
+        """Wait until at least n recorded requests satisfy pred; return
+        them all.  Fails the test with what was seen on timeout."""
+        deadline = time.time() + timeout
+        while True:
+            got = self.requests(pred)
+            if len(got) >= n:
+                return got
+            if time.time() >= deadline:
+                pytest.fail("receiver: %d of %d expected request(s) after %.1f s; "
+                            "matching so far: %s" % (len(got), n, timeout,
+                                                     json.dumps(got[:5], indent=1)))
+            time.sleep(interval)
+
+
+@pytest.fixture(scope="session")
+def receiver(tmp_path_factory):
+    """Start test/receiver.py on 127.0.0.1 (free port); kill it at the end."""
+    port_file = tmp_path_factory.mktemp("receiver") / "port"
+    proc = subprocess.Popen([sys.executable, RECEIVER, "--port", "0",
+                             "--port-file", str(port_file)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 10
+    while not port_file.exists():
+        if proc.poll() is not None:
+            pytest.exit("receiver exited: %s" % proc.stderr.read().decode(), returncode=2)
+        if time.time() > deadline:
+            proc.kill()
+            pytest.exit("receiver did not write its port file", returncode=2)
+        time.sleep(0.02)
+    rec = Receiver(proc, int(port_file.read_text().strip()))
+    try:
+        yield rec
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+# -------------------------------------------------------------------------
+# Database connections
+# -------------------------------------------------------------------------
+
+def _connect(autocommit=True, **kwargs):
+    # libpq takes host, port, user and database from the PG* variables
+    conn = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "jobflow"),
+                            **kwargs)
+    conn.autocommit = autocommit
+    return conn
+
+
+@pytest.fixture
+def connect():
+    """Factory: connect(autocommit=True, **libpq keywords).  Every
+    connection it opened is closed at the end of the test."""
+    opened = []
+
+    def factory(autocommit=True, **kwargs):
+        conn = _connect(autocommit, **kwargs)
+        opened.append(conn)
+        return conn
+
+    yield factory
+    for conn in opened:
+        try:
+            conn.close()
+        except psycopg2.Error:
+            pass
+
+
+@pytest.fixture
+def db(connect):
+    """One autocommit connection to the jobflow database."""
+    return connect()
+
+
+def query(conn, sql, args=None):
+    """Rows of sql as a list of dicts."""
+    with conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
+        cur.execute(sql, args)
+        return [dict(r) for r in cur.fetchall()]
+
+
+def schedule(conn, url, **kw):
+    """jobflow.schedule(url, name => value, ...); returns the task id.
+    Values are passed as parameters; run_at may be a timestamptz or an
+    SQL expression given as run_at_sql (e.g. "now() + interval '1 s'")."""
+    args = [url]
+    parts = ["%s"]
+    run_at_sql = kw.pop("run_at_sql", None)
+    if run_at_sql is not None:
+        parts.append("run_at => %s" % run_at_sql)
+    for name, value in kw.items():
+        if name in ("body", "headers"):
+            parts.append("%s => %%s::jsonb" % name)
+            value = json.dumps(value)
+        else:
+            parts.append("%s => %%s" % name)
+        args.append(value)
+    with conn.cursor() as cur:
+        cur.execute("SELECT jobflow.schedule(%s)" % ", ".join(parts), args)
+        return cur.fetchone()[0]
+
+
+def task_row(conn, task_id):
+    rows = query(conn, "SELECT * FROM jobflow.tasks WHERE id = %s", (task_id,))
+    return rows[0] if rows else None
+
+
+def task_log(conn, task_id):
+    """The task's log rows by attempt (then finish time)."""
+    return query(conn, "SELECT * FROM jobflow.task_log WHERE task_id = %s"
+                 " ORDER BY attempt, finished_at NULLS FIRST", (task_id,))
+
+
+def epoch(conn, task_id, column="run_at"):
+    """A timestamptz column of a task as Unix seconds (float)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT extract(epoch FROM %s)::float8 FROM jobflow.tasks"
+                    " WHERE id = %%s" % column, (task_id,))
+        return cur.fetchone()[0]
+
+
+def worker_status(conn):
+    return query(conn, "SELECT * FROM jobflow.worker_status()")[0]
+
+
+def _describe(conn, task_id):
+    try:
+        row = task_row(conn, task_id)
+        log = task_log(conn, task_id)
+    except psycopg2.Error as e:
+        return "task %s: could not read it (%s)" % (task_id, e)
+    return "task %s: %s\n  log: %s" % (task_id, row, log)
+
+
+def wait_final(conn, ids, timeout=20.0, interval=0.05):
+    """Wait until every task of ids (an id or a list) is succeeded, failed
+    or cancelled; return {id: state}.  On timeout, fail showing the
+    unfinished tasks' rows and logs and the worker's status."""
+    single = isinstance(ids, int)
+    ids = [ids] if single else list(ids)
+    deadline = time.time() + timeout
+    while True:
+        rows = query(conn, "SELECT id, state::text FROM jobflow.tasks"
+                     " WHERE id = ANY(%s)", (ids,))
+        states = {r["id"]: r["state"] for r in rows}
+        waiting = [i for i in ids if states.get(i) not in FINAL_STATES]
+        if not waiting:
+            return states[ids[0]] if single else states
+        if time.time() >= deadline:
+            detail = "\n".join(_describe(conn, i) for i in waiting[:5])
+            pytest.fail("%d of %d task(s) not final after %.1f s:\n%s\nworker: %s"
+                        % (len(waiting), len(ids), timeout, detail,
+                           worker_status(conn)))
+        time.sleep(interval)
+
+
+# -------------------------------------------------------------------------
+# The server and its worker
+# -------------------------------------------------------------------------
+
+class Server:
+    """The cluster the tests run against, for tests that restart it or
+    kill its processes.  After either, open new connections: the old ones
+    are gone."""
+
+    def __init__(self):
+        self.pgdata = _env("JOBFLOW_PGDATA")
+        self.pgbin = _env("JOBFLOW_PGBIN")
+        self.run_user = _env("JOBFLOW_RUN_USER")
+        # where cluster_start (scripts/lib.sh) puts the server log
+        self.logfile = os.path.join(os.path.dirname(self.pgdata), "postgres.log")
+
+    def pg_ctl(self, *args, timeout=120):
+        """Run pg_ctl as the server's OS user (runuser when we are root)."""
+        cmd = [os.path.join(self.pgbin, "pg_ctl"), "-D", self.pgdata] + list(args)
+        if os.geteuid() == 0:
+            cmd = ["runuser", "-u", self.run_user, "--"] + cmd
+        res = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
+                             text=True, timeout=timeout)
+        if res.returncode != 0:
+            pytest.fail("%s failed (%d): %s%s" % (" ".join(cmd), res.returncode,
+                                                  res.stdout, res.stderr))
+        return res
+
+    def restart(self):
+        """pg_ctl restart -m fast -w: a clean shutdown, then a start."""
+        self.pg_ctl("restart", "-m", "fast", "-w", "-t", "60", "-l", self.logfile)
+
+    def worker_pid(self, conn=None):
+        """worker_status().pid (None when no worker), on conn or a fresh
+        connection."""
+        if conn is not None:
+            return worker_status(conn)["pid"]
+        conn = _connect()
+        try:
+            return worker_status(conn)["pid"]
+        finally:
+            conn.close()
+
+    def wait_worker(self, old_pid=None, timeout=60.0):
+        """Wait until the server accepts connections and a worker other
+        than old_pid is attached; return its pid."""
+        deadline = time.time() + timeout
+        last = None
+        while time.time() < deadline:
+            try:
+                pid = self.worker_pid()
+                if pid is not None and pid != old_pid:
+                    return pid
+                last = "worker pid %s" % pid
+            except psycopg2.Error as e:
+                last = str(e).strip()
+            time.sleep(0.1)
+        pytest.fail("no new jobflow worker (old pid %s) after %.0f s; last: %s"
+                    % (old_pid, timeout, last))
+
+    def wait_ready(self, timeout=60.0):
+        """Wait until the server accepts connections again."""
+        deadline = time.time() + timeout
+        while True:
+            try:
+                _connect().close()
+                return
+            except psycopg2.Error as e:
+                if time.time() >= deadline:
+                    pytest.fail("server not back after %.0f s: %s" % (timeout, e))
+                time.sleep(0.1)
+
+    @staticmethod
+    def kill9(pid):
+        os.kill(pid, signal.SIGKILL)
+
+    def set_guc(self, conn, name, value):
+        """ALTER SYSTEM SET name = value (None resets) and reload."""
+        with conn.cursor() as cur:
+            if value is None:
+                cur.execute("ALTER SYSTEM RESET %s" % name)
+            else:
+                cur.execute("ALTER SYSTEM SET %s = %%s" % name, (str(value),))
+            cur.execute("SELECT pg_reload_conf()")
+
+
+@pytest.fixture(scope="session")
+def server():
+    """The cluster under test (Server)."""
+    return Server()

@@ -1,0 +1,173 @@
+# -------------------------------------------------------------------------
+#
+# test_dispatch.py
+#     The dispatcher end to end: what a callback looks like on the wire,
+#     when it fires (never early, promptly), and that rollback, cancel and
+#     reschedule are obeyed even for tasks already in the worker's wheel.
+#
+# Times are compared as Unix seconds: the receiver records time.time() at
+# arrival and the database gives extract(epoch FROM run_at), on the same
+# machine clock.  Bounds on lateness are generous (this is not the
+# benchmark); bounds on earliness are strict.
+#
+# -------------------------------------------------------------------------
+
+import json
+import random
+import time
+
+from conftest import epoch, schedule, task_log, task_row, wait_final
+
+# a callback counts as prompt if it arrives within this many seconds of
+# its due time (or of its commit, when that is later)
+PROMPT = 1.0
+
+
+def by_task(reqs, task_id):
+    return [r for r in reqs if r["headers"].get("x-jobflow-task-id") == str(task_id)]
+
+
+def test_fires_promptly_once_with_request_details(db, receiver):
+    url, tag = receiver.unique_url("/echo")
+    body = "hello from jobflow \u00e9"
+    task_id = schedule(db, url, method="PUT", body_text=body,
+                       content_type="text/plain; charset=utf-8",
+                       headers={"X-Test": "abc 123"})
+    committed = time.time()
+
+    req = receiver.wait_for(lambda r: ("t=" + tag) in r["query"], timeout=10)[0]
+    assert req["time"] - committed < PROMPT, "fired %.3f s after commit" % (req["time"] - committed)
+    assert req["time"] >= epoch(db, task_id)
+    assert req["method"] == "PUT"
+    assert req["path"] == "/echo"
+    assert req["body"] == body
+    h = req["headers"]
+    assert h["content-type"] == "text/plain; charset=utf-8"
+    assert h["x-test"] == "abc 123"
+    assert h["x-jobflow-task-id"] == str(task_id)
+    assert h["x-jobflow-attempt"] == "1"
+    assert h["user-agent"] == "jobflow/0.1.0"
+
+    assert wait_final(db, task_id) == "succeeded"
+    row = task_row(db, task_id)
+    assert row["attempts"] == 1
+    assert row["last_status"] == 200
+    log = task_log(db, task_id)
+    assert len(log) == 1, log
+    assert log[0]["outcome"] == "succeeded"
+    assert log[0]["http_status"] == 200
+    assert log[0]["attempt"] == 1
+    assert log[0]["response"] == body
+    assert log[0]["started_at"] <= log[0]["finished_at"]
+
+    # exactly once: nothing more arrives
+    time.sleep(1.0)
+    assert len(receiver.tagged(tag)) == 1
+
+
+def test_json_body_gets_json_content_type(db, receiver):
+    url, tag = receiver.unique_url("/echo")
+    task_id = schedule(db, url, body={"order": 42, "items": ["a", "b"]})
+    req = receiver.wait_for(lambda r: ("t=" + tag) in r["query"])[0]
+    assert req["method"] == "POST"
+    assert req["headers"]["content-type"] == "application/json"
+    assert json.loads(req["body"]) == {"order": 42, "items": ["a", "b"]}
+    assert wait_final(db, task_id) == "succeeded"
+
+
+def test_fires_at_time_and_never_early(db, receiver):
+    url, tag = receiver.unique_url("/ok")
+    ids = []
+    for _ in range(20):
+        delay = random.uniform(0.3, 2.0)
+        ids.append(schedule(db, url, run_at_sql="clock_timestamp() + %f * interval '1 s'" % delay))
+    due = {i: epoch(db, i) for i in ids}
+
+    reqs = receiver.wait_for(lambda r: ("t=" + tag) in r["query"], n=20, timeout=15)
+    assert sorted(int(r["headers"]["x-jobflow-task-id"]) for r in reqs) == sorted(ids)
+    for r in reqs:
+        task_id = int(r["headers"]["x-jobflow-task-id"])
+        late = r["time"] - due[task_id]
+        assert late >= 0, "task %d fired %.4f s early" % (task_id, -late)
+        assert late < PROMPT, "task %d fired %.3f s late" % (task_id, late)
+    assert set(wait_final(db, ids).values()) == {"succeeded"}
+
+
+def test_rolled_back_task_never_fires(connect, receiver):
+    tx = connect(autocommit=False)
+    url, tag = receiver.unique_url("/ok")
+    soon = schedule(tx, url, run_at_sql="now() + interval '300 ms'")
+    now = schedule(tx, url)
+    tx.rollback()
+
+    time.sleep(2.0)
+    assert receiver.tagged(tag) == []
+    db = connect()
+    assert task_row(db, soon) is None and task_row(db, now) is None
+
+
+def test_cancel_task_in_wheel(db, receiver):
+    url, tag = receiver.unique_url("/ok")
+    task_id = schedule(db, url, run_at_sql="now() + interval '1.5 s'")
+    due = epoch(db, task_id)
+    time.sleep(0.3)
+    with db.cursor() as cur:
+        cur.execute("SELECT jobflow.cancel(%s)", (task_id,))
+        assert cur.fetchone()[0] is True
+
+    time.sleep(max(0.0, due - time.time()) + 1.5)
+    assert receiver.tagged(tag) == []
+    row = task_row(db, task_id)
+    assert row["state"] == "cancelled"
+    assert row["attempts"] == 0
+    assert task_log(db, task_id) == []
+
+
+def test_reschedule_in_wheel_to_later(db, receiver):
+    url, tag = receiver.unique_url("/ok")
+    task_id = schedule(db, url, run_at_sql="now() + interval '1 s'")
+    old_due = epoch(db, task_id)
+    time.sleep(0.3)
+    with db.cursor() as cur:
+        cur.execute("SELECT jobflow.reschedule(%s, now() + interval '2.5 s')", (task_id,))
+        assert cur.fetchone()[0] is True
+    new_due = epoch(db, task_id)
+    assert new_due > old_due + 1.5
+
+    req = receiver.wait_for(lambda r: ("t=" + tag) in r["query"], timeout=10)[0]
+    assert req["time"] >= new_due, "fired %.3f s before its new time" % (new_due - req["time"])
+    assert req["time"] - new_due < PROMPT
+    assert wait_final(db, task_id) == "succeeded"
+    time.sleep(0.5)
+    assert len(receiver.tagged(tag)) == 1
+
+
+def test_reschedule_in_wheel_to_earlier(db, receiver):
+    url, tag = receiver.unique_url("/ok")
+    task_id = schedule(db, url, run_at_sql="now() + interval '4 s'")
+    old_due = epoch(db, task_id)
+    time.sleep(0.3)
+    with db.cursor() as cur:
+        cur.execute("SELECT jobflow.reschedule(%s, now() + interval '0.5 s')", (task_id,))
+        assert cur.fetchone()[0] is True
+    new_due = epoch(db, task_id)
+
+    req = receiver.wait_for(lambda r: ("t=" + tag) in r["query"], timeout=10)[0]
+    assert req["time"] >= new_due
+    assert req["time"] - new_due < PROMPT, "fired %.3f s after its new time" % (req["time"] - new_due)
+    assert req["time"] < old_due
+    assert wait_final(db, task_id) == "succeeded"
+    time.sleep(max(0.0, old_due - time.time()) + 0.5)
+    assert len(receiver.tagged(tag)) == 1
+
+
+def test_set_based_insert_fires_every_row(db, receiver):
+    url, tag = receiver.unique_url("/ok")
+    with db.cursor() as cur:
+        cur.execute("INSERT INTO jobflow.tasks (url, run_at)"
+                    " SELECT %s || '&n=' || g, now() + (g %% 10) * interval '50 ms'"
+                    "   FROM generate_series(1, 200) g RETURNING id", (url,))
+        ids = [r[0] for r in cur.fetchall()]
+    reqs = receiver.wait_for(lambda r: ("t=" + tag) in r["query"], n=200, timeout=20)
+    assert sorted(int(r["headers"]["x-jobflow-task-id"]) for r in reqs) == sorted(ids)
+    assert set(wait_final(db, ids).values()) == {"succeeded"}

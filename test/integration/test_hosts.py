@@ -1,0 +1,61 @@
+# -------------------------------------------------------------------------
+#
+# test_hosts.py
+#     A host that never answers does not hold up callbacks to other hosts.
+#
+# jobflow.max_requests_per_host is lowered (ALTER SYSTEM + reload) so that
+# a few /hang requests to 127.0.0.1 saturate that host; tasks for
+# "localhost" (the same receiver, a different host key) must still arrive
+# promptly, and the cap must hold for the saturated host.
+#
+# -------------------------------------------------------------------------
+
+import time
+
+import pytest
+
+from conftest import schedule, task_log, wait_final
+
+CAP = 3
+HANG_TIMEOUT_MS = 4000
+
+
+@pytest.fixture
+def low_host_cap(db, server):
+    server.set_guc(db, "jobflow.max_requests_per_host", CAP)
+    # the worker applies it on its next loop turn after SIGHUP
+    time.sleep(0.5)
+    try:
+        yield CAP
+    finally:
+        server.set_guc(db, "jobflow.max_requests_per_host", None)
+
+
+def test_hanging_host_does_not_delay_other_hosts(db, receiver, server, low_host_cap):
+    hang_url, hang_tag = receiver.unique_url("/hang", host="127.0.0.1")
+    hang_ids = [schedule(db, hang_url, timeout_ms=HANG_TIMEOUT_MS, max_attempts=1)
+                for _ in range(2 * CAP)]
+    # the first CAP are in flight and hang; the rest wait for a slot
+    receiver.wait_for(lambda r: ("t=" + hang_tag) in r["query"], n=CAP, timeout=5)
+
+    ok_url, ok_tag = receiver.unique_url("/ok", host="localhost")
+    start = time.time()
+    ok_ids = [schedule(db, ok_url) for _ in range(2 * CAP)]
+    reqs = receiver.wait_for(lambda r: ("t=" + ok_tag) in r["query"], n=len(ok_ids),
+                             timeout=HANG_TIMEOUT_MS / 1000.0 + 5)
+    latest = max(r["time"] for r in reqs)
+    assert latest - start < 1.0, \
+        "callbacks to localhost took %.3f s behind a hanging 127.0.0.1" % (latest - start)
+    assert set(wait_final(db, ok_ids, timeout=5).values()) == {"succeeded"}
+
+    # the saturated host got no more than its cap
+    hanging = receiver.tagged(hang_tag)
+    assert len(hanging) == CAP, "%d requests to the hanging host, cap %d" % (len(hanging), CAP)
+
+    # lifting the cap releases the queued ones; all end failed (timeout)
+    server.set_guc(db, "jobflow.max_requests_per_host", None)
+    assert set(wait_final(db, hang_ids, timeout=2 * HANG_TIMEOUT_MS / 1000.0 + 10).values()) \
+        == {"failed"}
+    for i in hang_ids:
+        log = task_log(db, i)
+        assert len(log) == 1 and "timed out" in log[0]["error"].lower(), log
