@@ -1,0 +1,584 @@
+#!/usr/bin/python3
+"""bench/dispatcher.py: the phases of bench/dispatcher.sh.
+
+Run by dispatcher.sh against its throwaway cluster (PGHOST/PGPORT/PGDATABASE
+in the environment) and its private nginx (NGINX_PORT, NGINX_DIR).  Every
+callback URL is http://127.0.0.1:PORT/cb/<phase>?due=<epoch ms>, so the
+lateness of a callback is nginx's $msec (arrival, ms resolution) minus the
+due time in its URL.  Prints tables; asserts nothing about time.
+"""
+
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+
+import psycopg2
+
+PORT = int(os.environ["NGINX_PORT"])
+NGINX_DIR = os.environ["NGINX_DIR"]
+ACCESS_LOG = os.path.join(NGINX_DIR, "access.log")
+CLUSTER_LOG = os.environ["CLUSTER_LOG"]
+N_BIG = int(os.environ.get("BENCH_TASKS_1M", "1000000"))
+PERF = os.environ.get("BENCH_PERF", "") not in ("", "0")
+
+STEADY_RATE = 100           # tasks per second
+STEADY_SECONDS = 20
+BURST_TASKS = 20000
+# (max_concurrent_requests, max_requests_per_host); the first is the default
+BURST_CONFIGS = [(512, 64), (512, 512), (2048, 2048)]
+
+tables = []
+
+
+def now_ms():
+    return time.time_ns() // 1000000
+
+
+def connect():
+    conn = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "jobflow"))
+    conn.autocommit = True
+    return conn
+
+
+db = connect()
+
+
+def q(sql, args=None):
+    cur = db.cursor()
+    cur.execute(sql, args)
+    rows = cur.fetchall() if cur.description else None
+    cur.close()
+    return rows
+
+
+def q1(sql, args=None):
+    rows = q(sql, args)
+    return rows[0] if rows else None
+
+
+STATUS_COLS = ["pid", "started_ms", "wheel_tasks", "wheel_bytes", "in_flight",
+               "queued", "buffered_rows", "fired", "succeeded", "failed",
+               "retried", "flushes", "flushed_rows", "statements"]
+
+
+def status():
+    row = q1("SELECT pid, (extract(epoch FROM started_at) * 1000)::bigint,"
+             " wheel_tasks, wheel_bytes, in_flight, queued, buffered_rows,"
+             " fired, succeeded, failed, retried, flushes, flushed_rows,"
+             " statements FROM jobflow.worker_status()")
+    return dict(zip(STATUS_COLS, row))
+
+
+def wait_for_worker(timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        s = status()
+        if s["pid"] is not None:
+            return s
+        time.sleep(0.05)
+    raise RuntimeError("no jobflow worker")
+
+
+def url_sql(tag, due_expr):
+    """SQL expression for the callback URL of phase tag, due at due_expr."""
+    return "'http://127.0.0.1:%d/cb/%s?due=' || (%s)::text" % (PORT, tag, due_expr)
+
+
+def mem(pid):
+    """Worker memory in kB: VmRSS, RssAnon (status), Pss, Pss_Anon (smaps_rollup)."""
+    out = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "RssAnon"):
+                out[k] = int(v.split()[0])
+    with open("/proc/%d/smaps_rollup" % pid) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("Pss", "Pss_Anon"):
+                out[k] = int(v.split()[0])
+    return out
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pct(vals, p):
+    """Nearest-rank percentile of a sorted list."""
+    if not vals:
+        return None
+    k = max(0, math.ceil(p / 100.0 * len(vals)) - 1)
+    return vals[k]
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return "%.3f" % v if abs(v) < 10 else "%.1f" % v
+    return str(v)
+
+
+def table(title, headers, rows, notes=()):
+    cells = [[fmt(c) for c in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
+              for i, h in enumerate(headers)]
+    lines = ["", title]
+    lines.append("  ".join(h.rjust(w) if i else h.ljust(w)
+                           for i, (h, w) in enumerate(zip(headers, widths))))
+    lines.append("  ".join("-" * w for w in widths))
+    for r in cells:
+        lines.append("  ".join(c.rjust(w) if i else c.ljust(w)
+                               for i, (c, w) in enumerate(zip(r, widths))))
+    for n in notes:
+        lines.append("  " + n)
+    text = "\n".join(lines)
+    print(text, flush=True)
+    tables.append(text)
+
+
+def progress(msg):
+    print("-- %s %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
+
+
+class AccessLog:
+    """Incremental reader of nginx's access log, entries grouped by phase."""
+
+    def __init__(self, path):
+        self.path = path
+        self.offset = 0
+        self.by_tag = {}
+
+    def poll(self):
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return
+        end = data.rfind(b"\n")
+        if end < 0:
+            return
+        self.offset += end + 1
+        for line in data[:end].decode("ascii", "replace").split("\n"):
+            parts = line.split()
+            if len(parts) < 6 or not parts[1].startswith("/cb/"):
+                continue
+            path, _, query = parts[1][4:].partition("?due=")
+            sec, _, frac = parts[0].partition(".")
+            arrival = int(sec) * 1000 + int((frac + "000")[:3])
+            try:
+                due = int(query)
+            except ValueError:
+                continue
+            self.by_tag.setdefault(path, []).append(
+                (arrival, due, parts[2], parts[3], parts[4]))
+
+    def entries(self, tag):
+        self.poll()
+        return self.by_tag.get(tag, [])
+
+    def wait(self, tag, n, timeout):
+        deadline = time.time() + timeout
+        while len(self.entries(tag)) < n and time.time() < deadline:
+            time.sleep(0.2)
+        return self.entries(tag)
+
+
+access = AccessLog(ACCESS_LOG)
+
+
+def wait_final(lo, hi, n, timeout):
+    """Wait until tasks lo..hi are all in a final state; returns state counts."""
+    deadline = time.time() + timeout
+    while True:
+        row = q1("SELECT count(*) FILTER (WHERE state = 'succeeded'),"
+                 " count(*) FILTER (WHERE state IN ('succeeded', 'failed', 'cancelled')),"
+                 " count(*) FROM jobflow.tasks WHERE id BETWEEN %s AND %s", (lo, hi))
+        if row[1] >= n or time.time() > deadline:
+            return {"succeeded": row[0], "final": row[1], "total": row[2]}
+        time.sleep(0.25)
+
+
+def lateness_row(name, n, entries, extra=()):
+    late = sorted(a - d for a, d, *_ in entries)
+    ids = {e[2] for e in entries}
+    return [name, n, len(entries), len(ids), pct(late, 50), pct(late, 90),
+            pct(late, 99), late[-1] if late else None,
+            sum(1 for x in late if x < 0)] + list(extra)
+
+
+# ---------------------------------------------------------------- phases
+
+def steady_set(tag):
+    """100/s for 20 s, scheduled by one INSERT ... SELECT 3 s ahead."""
+    n = STEADY_RATE * STEADY_SECONDS
+    step = 1000 // STEADY_RATE
+    base = now_ms() + 3000
+    t0 = now_ms()
+    lo, hi, cnt = q1(
+        "WITH ins AS (INSERT INTO jobflow.tasks (url, run_at)"
+        " SELECT " + url_sql(tag, "%(base)s + i * %(step)s") + ","
+        "        pg_catalog.to_timestamp((%(base)s + i * %(step)s) / 1000.0)"
+        "   FROM generate_series(0, %(n)s - 1) i RETURNING id)"
+        " SELECT min(id), max(id), count(*) FROM ins",
+        {"base": base, "step": step, "n": n})
+    committed = now_ms()
+    progress("%s: %d tasks inserted in %d ms, first due %d ms after commit"
+             % (tag, cnt, committed - t0, base - committed))
+    time.sleep(max(0, (base + n * step - now_ms()) / 1000.0) + 0.5)
+    states = wait_final(lo, hi, n, 30)
+    entries = access.wait(tag, n, 10)
+    return n, entries, states, "INSERT ... SELECT, committed %d ms before first due" % (base - committed)
+
+
+def steady_notify(tag, lead_ms=50):
+    """100/s for 20 s, each task scheduled by its own transaction lead_ms before due."""
+    n = STEADY_RATE * STEADY_SECONDS
+    step = 1000 // STEADY_RATE
+    conn = connect()
+    cur = conn.cursor()
+    u = "http://127.0.0.1:%d/cb/%s?due=" % (PORT, tag)
+    start = now_ms() + 1000
+    leads = []
+    ids = []
+    for i in range(n):
+        due = start + i * step
+        wait = (due - lead_ms) / 1000.0 - time.time()
+        if wait > 0:
+            time.sleep(wait)
+        cur.execute("SELECT jobflow.schedule(%s, pg_catalog.to_timestamp(%s / 1000.0))",
+                    (u + str(due), due))
+        ids.append(cur.fetchone()[0])
+        leads.append(due - now_ms())
+    conn.close()
+    time.sleep(1.0)
+    states = wait_final(min(ids), max(ids), n, 30)
+    entries = access.wait(tag, n, 10)
+    leads.sort()
+    note = ("jobflow.schedule() per transaction, committed ~%d ms before due"
+            " (measured lead p50 %d ms, min %d ms, %d under 10 ms)"
+            % (lead_ms, pct(leads, 50), leads[0], sum(1 for x in leads if x < 10)))
+    return n, entries, states, note
+
+
+def run_steady():
+    rows = []
+    notes = []
+    for name, fn in (("steady-set", steady_set), ("steady-notify", steady_notify)):
+        progress("%s: %d tasks/s for %d s" % (name, STEADY_RATE, STEADY_SECONDS))
+        n, entries, states, note = fn(name)
+        ok = sum(1 for e in entries if e[4] == "200")
+        rows.append(lateness_row(name, n, entries, [states["succeeded"]]))
+        notes.append("%s: %s; %d responses 200" % (name, note, ok))
+    rows.append(["[goal]", "", "", "", "<=2", "", "<=10", "", "0", ""])
+    notes.append("lateness = nginx $msec (arrival, truncated to ms) - due ms in the URL;"
+                 " early means arrival_ms < due_ms")
+    notes.append("(due times are whole ms, so a truncated arrival below due is a real early fire)")
+    table("1. Steady load: lateness at the receiver (ms)",
+          ["variant", "tasks", "arrived", "distinct", "p50", "p90", "p99", "max",
+           "early", "succeeded"], rows, notes)
+
+
+def set_caps(max_conc, per_host):
+    q("ALTER SYSTEM SET jobflow.max_concurrent_requests = %s", (max_conc,))
+    q("ALTER SYSTEM SET jobflow.max_requests_per_host = %s", (per_host,))
+    q("SELECT pg_reload_conf()")
+    time.sleep(1.0)
+
+
+def pgss_worker():
+    """The worker's statements in pg_stat_statements (by their text)."""
+    return q("SELECT calls, round(total_exec_time::numeric, 1), rows,"
+             " regexp_replace(left(query, 60), '\\s+', ' ', 'g')"
+             "  FROM pg_stat_statements"
+             " WHERE query ~ '^(UPDATE jobflow\\.tasks t|INSERT INTO jobflow\\.task_log"
+             "|SELECT id, run_at|SELECT t\\.id, t\\.run_at|WITH r AS)'"
+             " ORDER BY total_exec_time DESC")
+
+
+def perf_start(pid, path):
+    return subprocess.Popen(["perf", "record", "-q", "-g", "-p", str(pid), "-o", path],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def perf_stop(proc, path):
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    out = subprocess.run(["perf", "report", "-i", path, "--stdio", "--no-children",
+                          "-g", "none", "--percent-limit", "1", "--sort", "dso,symbol"],
+                         capture_output=True, text=True).stdout
+    lines = [l for l in out.splitlines() if l.strip() and not l.startswith("#")]
+    print("\nperf: worker during the first burst (self time, >= 1%)")
+    print("\n".join(lines[:40]), flush=True)
+
+
+def burst(tag, max_conc, per_host, do_perf):
+    set_caps(max_conc, per_host)
+    s0 = status()
+    pid = s0["pid"]
+    q("SELECT pg_stat_statements_reset()")
+    cpu0 = cpu_seconds(pid)
+    due = now_ms() + 5000
+    t0 = now_ms()
+    lo, hi, cnt = q1(
+        "WITH ins AS (INSERT INTO jobflow.tasks (url, run_at)"
+        " SELECT " + url_sql(tag, "%(due)s") + ", pg_catalog.to_timestamp(%(due)s / 1000.0)"
+        "   FROM generate_series(1, %(n)s) RETURNING id)"
+        " SELECT min(id), max(id), count(*) FROM ins",
+        {"due": due, "n": BURST_TASKS})
+    committed = now_ms()
+    progress("%s: %d tasks inserted in %d ms, due %d ms after commit (caps %d/%d)"
+             % (tag, cnt, committed - t0, due - committed, max_conc, per_host))
+    perf = None
+    if do_perf:
+        perf_path = os.path.join(NGINX_DIR, "perf.data")
+        time.sleep(max(0, (due - now_ms() - 300) / 1000.0))
+        perf = perf_start(pid, perf_path)
+    # final = outcomes of every task written and committed (counters are bumped after commit)
+    deadline = time.time() + 120
+    observed = None
+    while time.time() < deadline:
+        s = status()
+        done = (s["succeeded"] - s0["succeeded"]) + (s["failed"] - s0["failed"])
+        tried = done + s["retried"] - s0["retried"]
+        if (done >= cnt and s["flushed_rows"] - s0["flushed_rows"] >= tried
+                and s["buffered_rows"] == 0 and s["in_flight"] == 0 and s["queued"] == 0):
+            observed = now_ms()
+            break
+        time.sleep(0.01)
+    if perf is not None:
+        perf_stop(perf, perf_path)
+    s1 = status()
+    cpu1 = cpu_seconds(pid)
+    states = wait_final(lo, hi, cnt, 30)
+    max_upd = q1("SELECT (extract(epoch FROM max(updated_at)) * 1000)::bigint"
+                 "  FROM jobflow.tasks WHERE id BETWEEN %s AND %s", (lo, hi))[0]
+    entries = access.wait(tag, cnt, 15)
+    arrivals = sorted(e[0] for e in entries)
+    ids = {e[2] for e in entries}
+    span = arrivals[-1] - arrivals[0] if arrivals else 0
+    fired = s1["fired"] - s0["fired"]
+    stmts = s1["statements"] - s0["statements"]
+    flushes = s1["flushes"] - s0["flushes"]
+    flushed = s1["flushed_rows"] - s0["flushed_rows"]
+    pg = pgss_worker()
+    errors = q("SELECT outcome, coalesce(http_status::text, '-'), left(coalesce(error, '-'), 70), count(*)"
+               "  FROM jobflow.task_log WHERE task_id BETWEEN %s AND %s AND outcome <> 'succeeded'"
+               " GROUP BY 1, 2, 3 ORDER BY 4 DESC LIMIT 6", (lo, hi))
+    return {
+        "errors": errors,
+        "caps": "%d/%d" % (max_conc, per_host),
+        "insert_ms": committed - t0,
+        "lead_ms": due - committed,
+        "arrived": len(entries),
+        "distinct": len(ids),
+        "non200": sum(1 for e in entries if e[4] != "200"),
+        "first": arrivals[0] - due if arrivals else None,
+        "last": arrivals[-1] - due if arrivals else None,
+        "rate": round(len(arrivals) / (max(span, 1) / 1000.0)) if arrivals else None,
+        "final_ms": observed - due if observed else None,
+        "final_upd_ms": max_upd - due if max_upd else None,
+        "succeeded": states["succeeded"],
+        "statements": stmts,
+        "stmt_per_cb": stmts / fired if fired else None,
+        "rows_per_flush": flushed / flushes if flushes else None,
+        "flushes": flushes,
+        "fired": fired,
+        "retried": s1["retried"] - s0["retried"],
+        "pgss_stmts": sum(r[0] for r in pg),
+        "pgss": pg,
+        "cpu_us_per_cb": round((cpu1 - cpu0) * 1e6 / fired) if fired else None,
+        "cpu_s": cpu1 - cpu0,
+    }
+
+
+def run_burst():
+    results = []
+    for i, (mc, ph) in enumerate(BURST_CONFIGS):
+        results.append(burst("burst-%d" % (i + 1), mc, ph, PERF and i == 0))
+        time.sleep(1)
+    q("ALTER SYSTEM RESET jobflow.max_concurrent_requests")
+    q("ALTER SYSTEM RESET jobflow.max_requests_per_host")
+    q("SELECT pg_reload_conf()")
+
+    rows = [[r["caps"], BURST_TASKS, r["arrived"], r["distinct"], r["non200"],
+             r["first"], r["last"], r["rate"], r["final_ms"], r["final_upd_ms"],
+             r["succeeded"], r["retried"]] for r in results]
+    rows.append(["[goal]", "", "", "20000", "0", "", "", ">=10000", "", "", "20000", ""])
+    table("2. Burst: %d tasks due at the same instant (task_log written for each)" % BURST_TASKS,
+          ["caps conc/host", "tasks", "arrived", "distinct", "non-200", "first ms",
+           "last ms", "cb/s", "all final ms", "max upd ms", "succeeded", "retried"],
+          rows,
+          ["first/last ms: arrival of the first/last callback after the due instant;"
+           " cb/s = arrivals / (last - first)",
+           "all final ms: due -> worker_status() shows every outcome flushed (polled every 10 ms);"
+           " max upd ms: due -> latest updated_at",
+           "inserts: " + ", ".join("%d ms (due %d ms after commit)" % (r["insert_ms"], r["lead_ms"])
+                                   for r in results)])
+
+    rows = [[r["caps"], r["fired"], r["statements"], r["stmt_per_cb"], r["pgss_stmts"],
+             r["pgss_stmts"] / r["fired"] if r["fired"] else None, r["flushes"],
+             r["rows_per_flush"], r["cpu_s"], r["cpu_us_per_cb"]] for r in results]
+    rows.append(["[goal]", "", "", "<=0.02", "", "<=0.02", "", "", "", ""])
+    table("3. Statements written per callback during the burst",
+          ["caps conc/host", "fired", "statements", "stmt/cb", "pgss stmts", "pgss/cb",
+           "flushes", "rows/flush", "worker cpu s", "cpu us/cb"], rows,
+          ["statements, fired, flushes, rows: deltas of jobflow.worker_status();"
+           " pgss: the worker's statements in pg_stat_statements"])
+    for r in results:
+        for outcome, st, err, c in r["errors"]:
+            print("  caps %s: %d attempt(s) %s, status %s: %s" % (r["caps"], c, outcome, st, err))
+    for r in results:
+        print("\npg_stat_statements, worker statements during burst with caps %s:" % r["caps"])
+        print("  %8s %10s %8s  %s" % ("calls", "total ms", "rows", "query"))
+        for c, t, n, text in r["pgss"]:
+            print("  %8d %10s %8d  %s" % (c, t, n, text))
+    sys.stdout.flush()
+
+
+def run_big(idle_fresh):
+    """Memory with N_BIG pending tasks, insert cost, and worker load time."""
+    s = status()
+    idle = mem(s["pid"])
+    idle_bytes = s["wheel_bytes"]
+    span_ms = 50 * 60 * 1000
+    start = now_ms() + 5 * 60 * 1000
+    src = ("SELECT " + url_sql("big", "d") + " AS url, pg_catalog.to_timestamp(d / 1000.0) AS run_at,"
+           " 'postgres'::regrole AS owner"
+           "  FROM (SELECT %(start)s + i * %(span)s / %(n)s AS d"
+           "          FROM generate_series(0, %(n)s - 1::bigint) i) s")
+    args = {"start": start, "span": span_ms, "n": N_BIG}
+
+    timings = []
+    for name, ddl in (("plain copy, no indexes",
+                       "CREATE TABLE public.bench_plain (LIKE jobflow.tasks INCLUDING DEFAULTS)"),
+                      ("plain copy with its indexes",
+                       "CREATE TABLE public.bench_plain_idx (LIKE jobflow.tasks INCLUDING DEFAULTS"
+                       " INCLUDING INDEXES)")):
+        q(ddl)
+        tbl = ddl.split()[2]
+        q("CHECKPOINT")
+        t0 = time.time()
+        q("INSERT INTO " + tbl + " (url, run_at, owner) " + src, args)
+        timings.append((name, time.time() - t0))
+        progress("%s: %.2f s" % (name, timings[-1][1]))
+        q("DROP TABLE " + tbl)
+
+    q("CHECKPOINT")
+    t0 = time.time()
+    q("INSERT INTO jobflow.tasks (url, run_at, owner) " + src, args)
+    committed = time.time()
+    timings.append(("jobflow.tasks (row check + notify trigger)", committed - t0))
+    progress("jobflow.tasks: %.2f s" % timings[-1][1])
+    # the statement's NOTIFY carries the id range: the worker loads it by key
+    deadline = time.time() + 300
+    while status()["wheel_tasks"] < N_BIG and time.time() < deadline:
+        time.sleep(0.05)
+    notified_load = time.time() - committed
+    time.sleep(1)
+    s = status()
+    loaded = mem(s["pid"])
+    loaded_bytes = s["wheel_bytes"]
+    loaded_tasks = s["wheel_tasks"]
+
+    # restart: SIGTERM, the postmaster starts a new worker after 1 s
+    old = s["pid"]
+    with open(CLUSTER_LOG, "rb") as f:
+        f.seek(0, 2)
+        log_pos = f.tell()
+    t_kill = now_ms()
+    q("SELECT pg_terminate_backend(%s)", (old,))
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        s = status()
+        if s["pid"] is not None and s["pid"] != old and s["wheel_tasks"] >= N_BIG:
+            break
+        time.sleep(0.02)
+    observed = now_ms()
+    new_pid = s["pid"]
+    started = s["started_ms"]
+    log_ms = None
+    log_count = None
+    pat = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) UTC \[(\d+)\] .*"
+                     r"jobflow worker started in database .* with (\d+) task")
+    time.sleep(0.5)
+    with open(CLUSTER_LOG, "rb") as f:
+        f.seek(log_pos)
+        for line in f.read().decode("utf-8", "replace").splitlines():
+            m = pat.match(line)
+            if m and int(m.group(2)) == new_pid:
+                log_ms = int(datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f")
+                             .replace(tzinfo=timezone.utc).timestamp() * 1000 + 0.5)
+                log_count = int(m.group(3))
+    time.sleep(1)
+    s = status()
+    reloaded = mem(new_pid)
+
+    def mb(kb):
+        return round(kb / 1024.0, 1)
+
+    rows = []
+    for name, m, wb, wt in (("fresh worker, idle", idle_fresh[0], idle_fresh[1], 0),
+                            ("idle before the load (after bursts)", idle, idle_bytes, 0),
+                            ("%d pending, loaded by NOTIFY" % N_BIG, loaded, loaded_bytes, loaded_tasks),
+                            ("%d pending, after restart" % N_BIG, reloaded, s["wheel_bytes"],
+                             s["wheel_tasks"])):
+        rows.append([name, wt, mb(m["VmRSS"]), mb(m["RssAnon"]), mb(m["Pss"]),
+                     mb(m.get("Pss_Anon", 0)), mb(wb / 1024.0),
+                     mb(m["VmRSS"] - idle["VmRSS"]), mb(m["Pss"] - idle["Pss"])])
+    rows.append(["[goal]", "", "", "", "", "", "", "<=64 over idle", ""])
+    table("4. Worker memory (MB); tasks spread over 5..55 min ahead (default 1 h horizon)",
+          ["state", "wheel tasks", "VmRSS", "RssAnon", "Pss", "Pss_Anon", "wheel_bytes",
+           "RSS-idle", "Pss-idle"], rows,
+          ["idle = the worker before the load; RSS counts the shared_buffers pages the worker"
+           " touched, RssAnon/Pss_Anon its private memory"])
+
+    plain = timings[0][1]
+    rows = [[name, round(t, 2), round(t / plain, 2), round(N_BIG / t)] for name, t in timings]
+    rows.append(["[goal]", "", "~1", ""])
+    table("5a. INSERT ... SELECT of %d tasks (one statement, CHECKPOINT before each)" % N_BIG,
+          ["target", "seconds", "x plain", "rows/s"], rows)
+
+    rows = [["started_at -> wheel_tasks = %d (polled, 20 ms)" % N_BIG, observed - started],
+            ["started_at -> 'worker started ... with N task(s)' log line",
+             log_ms - started if log_ms else None],
+            ["pg_terminate_backend -> new worker's started_at", started - t_kill],
+            ["INSERT commit -> wheel_tasks = %d (NOTIFY path)" % N_BIG,
+             round(notified_load * 1000)],
+            ["[goal] load", "<=3000"]]
+    table("5b. Load time of a (re)starting worker (ms); log line says %s task(s)" % log_count,
+          ["what", "ms"], rows)
+    q("TRUNCATE jobflow.tasks, jobflow.task_log")
+
+
+def main():
+    t_start = time.time()
+    s = wait_for_worker()
+    time.sleep(0.5)
+    s = status()
+    idle_fresh = (mem(s["pid"]), s["wheel_bytes"])
+    progress("worker pid %d; nginx 127.0.0.1:%d" % (s["pid"], PORT))
+    run_steady()
+    run_burst()
+    run_big(idle_fresh)
+    with open(os.path.join(NGINX_DIR, "error.log")) as f:
+        errs = f.read().splitlines()
+    if errs:
+        print("\nnginx error.log (%d lines, last 5):" % len(errs))
+        print("\n".join(errs[-5:]))
+    print("\n==================== summary (%.0f s) ====================" % (time.time() - t_start))
+    for t in tables:
+        print(t)
+
+
+if __name__ == "__main__":
+    main()
