@@ -20,9 +20,11 @@ OBJS = \
 	src/dispatch.o \
 	src/log_writer.o \
 	src/wheel.o \
-	src/http.o
+	src/http.o \
+	src/cron.o \
+	src/cron_sql.o
 
-REGRESS = schedule validation lifecycle
+REGRESS = schedule validation lifecycle cron
 REGRESS_OPTS = --inputdir=. --load-extension=jobflow
 
 PG_CPPFLAGS = -I$(srcdir)/src

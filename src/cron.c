@@ -107,6 +107,10 @@ lower(char c)
  * Report an error.  Always returns false so callers can "return fail(...)".
  * The message goes to users through ereport, hence errmsg style.
  */
+#if defined(__GNUC__)
+static bool fail(JfCronError *err, int position, const char *fmt,...)
+			__attribute__((format(printf, 3, 4)));
+#endif
 static bool
 fail(JfCronError *err, int position, const char *fmt,...)
 {

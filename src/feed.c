@@ -81,6 +81,7 @@ static int64 *range_lo;
 static int64 *range_hi;
 static int	nranges;
 static bool ranges_overflowed;
+static bool cron_changed;		/* NOTIFY jobflow 'cron': a timer changed */
 
 static void load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
 					  Datum *values, bool replace);
@@ -126,6 +127,11 @@ capture_putmessage(char msgtype, const char *s, size_t len)
 		return 0;
 	if (strcmp(channel, JOBFLOW_CHANNEL) != 0)
 		return 0;
+	if (strcmp(payload, "cron") == 0)
+	{
+		cron_changed = true;
+		return 0;
+	}
 
 	errno = 0;
 	lo = strtoll(payload, &p, 10);
@@ -300,6 +306,43 @@ feed_rescue_running(WorkerState *ws)
 }
 
 /*
+ * Turn the cron occurrences due before until_ms into tasks and put them in
+ * the wheel (the worker's own inserts send no NOTIFY).  Occurrences are
+ * materialised a minute or so ahead rather than over the whole horizon:
+ * enough to be in the wheel well before they are due, few enough that
+ * replacing or pausing a per-second timer cancels little.  Runs inside
+ * the caller's transaction.
+ */
+static void
+materialize_cron(WorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
+{
+	Oid			types[2] = {TIMESTAMPTZOID, BOOLOID};
+	Datum		values[2];
+	int64		lookahead = Max((int64) 60000, 3 * (int64) jobflow_reconcile_ms);
+	uint64		i;
+	int			ret;
+
+	values[0] = TimestampTzGetDatum(jf_ms_to_ts(Min(until_ms, now_ms + lookahead)));
+	values[1] = BoolGetDatum(catch_up);
+	ret = SPI_execute_with_args("SELECT id, run_at FROM jobflow._materialize_cron($1, $2)",
+								2, types, values, NULL, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "materialising cron timers failed: %s", SPI_result_code_string(ret));
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		int64		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+													 SPI_tuptable->tupdesc, 1, &isnull));
+		TimestampTz run_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[i],
+															   SPI_tuptable->tupdesc, 2, &isnull));
+
+		feed_upsert(ws, id, jf_ts_to_due_ms(run_at));
+	}
+	SPI_freetuptable(SPI_tuptable);
+	worker_count_statement(1);
+}
+
+/*
  * Drain the notification queue and load the rows it names.  Called
  * outside any transaction after each wake-up.
  */
@@ -311,6 +354,7 @@ feed_process_notifications(WorkerState *ws)
 
 	nranges = 0;
 	ranges_overflowed = false;
+	cron_changed = false;
 	PqCommMethods = &capture_methods;
 	whereToSendOutput = DestRemote;
 	PG_TRY();
@@ -324,6 +368,12 @@ feed_process_notifications(WorkerState *ws)
 	}
 	PG_END_TRY();
 
+	if (cron_changed && ws->loaded_until_ms != PG_INT64_MIN)
+	{
+		jf_xact_begin("jobflow: materialise changed cron timers");
+		materialize_cron(ws, jf_now_ms(), ws->loaded_until_ms, false);
+		jf_xact_commit();
+	}
 	if (ranges_overflowed)
 	{
 		ws->full_rescan = true;
@@ -378,6 +428,7 @@ feed_housekeeping(WorkerState *ws, int64 now_ms)
 	pg_atomic_write_u64(&jobflow_shared->horizon_end_ms, (uint64) new_until);
 
 	jf_xact_begin("jobflow: load tasks within the horizon");
+	materialize_cron(ws, now_ms, new_until, ws->loaded_until_ms == PG_INT64_MIN);
 	values[0] = TimestampTzGetDatum(jf_ms_to_ts(new_until));
 	if (ws->loaded_until_ms == PG_INT64_MIN || ws->full_rescan)
 	{

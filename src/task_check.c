@@ -15,6 +15,7 @@
  *-------------------------------------------------------------------------
  */
 #include "jobflow.h"
+#include "task_check.h"
 
 #include "access/detoast.h"
 #include "access/htup_details.h"
@@ -84,21 +85,34 @@ column_number(TupleDesc desc, const char *name)
 	return attnum;
 }
 
+/*
+ * The columns that describe a request.  jobflow.cron_timers has them too
+ * (a timer is a template for tasks) but no run_at and no state: those are
+ * left 0 when optional is true.
+ */
 static void
-lookup_columns(TupleDesc desc, TaskColumns *cols)
+lookup_request_columns(TupleDesc desc, TaskColumns *cols, bool optional)
 {
 	cols->url = column_number(desc, "url");
 	cols->method = column_number(desc, "method");
 	cols->headers = column_number(desc, "headers");
 	cols->body = column_number(desc, "body");
 	cols->content_type = column_number(desc, "content_type");
-	cols->run_at = column_number(desc, "run_at");
-	cols->state = column_number(desc, "state");
 	cols->max_attempts = column_number(desc, "max_attempts");
 	cols->timeout_ms = column_number(desc, "timeout_ms");
 	cols->queue = column_number(desc, "queue");
 	cols->owner = column_number(desc, "owner");
 	cols->updated_at = column_number(desc, "updated_at");
+	cols->run_at = optional ? Max(SPI_fnumber(desc, "run_at"), 0) :
+		column_number(desc, "run_at");
+	cols->state = optional ? Max(SPI_fnumber(desc, "state"), 0) :
+		column_number(desc, "state");
+}
+
+static void
+lookup_columns(TupleDesc desc, TaskColumns *cols)
+{
+	lookup_request_columns(desc, cols, false);
 }
 
 /*
@@ -366,16 +380,19 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 	repl[cols->method - 1] = CStringGetTextDatum(check_method(TextDatumGetCString(d)));
 	replace[cols->method - 1] = true;
 
-	d = get_column(tuple, desc, cols->run_at, &isnull);
-	if (isnull)
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("run_at must not be null"),
-				 errhint("Omit run_at to run the task now.")));
-	if (TIMESTAMP_NOT_FINITE(DatumGetTimestampTz(d)))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-				 errmsg("run_at must be a finite timestamp")));
+	if (cols->run_at > 0)
+	{
+		d = get_column(tuple, desc, cols->run_at, &isnull);
+		if (isnull)
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("run_at must not be null"),
+					 errhint("Omit run_at to run the task now.")));
+		if (TIMESTAMP_NOT_FINITE(DatumGetTimestampTz(d)))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+					 errmsg("run_at must be a finite timestamp")));
+	}
 
 	d = get_column(tuple, desc, cols->content_type, &isnull);
 	has_content_type = !isnull;
@@ -504,6 +521,22 @@ check_transition(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("task %lld cannot move from %s to %s", (long long) id, from, to),
 			 errhint("A pending task can be cancelled or rescheduled.")));
+}
+
+/*
+ * The request checks of tasks, for any row that carries the same columns
+ * (jobflow.cron_timers): one set of rules for a task and for the timer
+ * that will create tasks, so a timer never produces a task the table would
+ * refuse.  Normalised values go to repl/replace, as in the trigger below.
+ */
+void
+jobflow_check_request_row(HeapTuple tuple, TupleDesc desc, bool is_insert,
+						  Datum *repl, bool *repl_null, bool *replace)
+{
+	TaskColumns cols;
+
+	lookup_request_columns(desc, &cols, true);
+	check_task(tuple, desc, &cols, is_insert, repl, repl_null, replace);
 }
 
 PG_FUNCTION_INFO_V1(jobflow_task_check);
