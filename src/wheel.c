@@ -45,6 +45,8 @@
 #define MAX_CHUNKS		65535u
 
 #define NIL				UINT32_MAX
+
+#define likely(x)		__builtin_expect(!!(x), 1)
 #define FREE_MARK		(UINT32_MAX - 1)	/* prev of a free entry */
 
 typedef struct JfWheelEntry
@@ -58,7 +60,7 @@ typedef struct JfWheelEntry
 typedef struct JfWheelChunk
 {
 	JfWheelEntry *entries;
-	uint32_t	free_head;		/* offset in chunk, NIL if none */
+	uint32_t	free_head;		/* pool index (in this chunk), NIL if none */
 	uint32_t	fresh;			/* offsets >= fresh never handed out */
 	uint32_t	live;
 } JfWheelChunk;
@@ -268,7 +270,7 @@ entry_alloc(JfWheel *w, uint32_t *idx)
 	ch = &w->chunks[c];
 	if (ch->free_head != NIL)
 	{
-		off = ch->free_head;
+		off = ch->free_head & CHUNK_MASK;
 		ch->free_head = ch->entries[off].next;
 	}
 	else
@@ -309,7 +311,7 @@ entry_free(JfWheel *w, uint32_t idx, JfWheelEntry *e)
 
 	e->prev = FREE_MARK;
 	e->next = ch->free_head;
-	ch->free_head = idx & CHUNK_MASK;
+	ch->free_head = idx;
 	if (ch->live-- == CHUNK_SIZE)
 	{
 		w->nonfull[c / 64] |= UINT64_C(1) << (c % 64);
@@ -477,85 +479,255 @@ jf_wheel_next_deadline(const JfWheel *w)
 }
 
 /*
- * Walk the clock to target visiting only non-empty slots, in time order.
- * Each visited slot starts at or before target: the clock jumps to its
- * start and the slot is emptied, level 0 onto the ready list in one
- * splice, higher levels entry by entry into lower slots (or onto the ready
- * list for those due exactly at the slot start).  All entries sharing a
- * due sit in one slot, so ready stays in (due, insertion) order.
+ * Splice every occupied level-0 slot whose time is <= target onto the ready
+ * list, in time order, with one bitmap walk instead of one next_slot() per
+ * slot: all entries of a level-0 slot are due at its start, and level 0
+ * always holds the earliest entries.  The clock moves to the last slot
+ * spliced.
+ */
+static inline void
+drain_level0(JfWheel *w, uint64_t target)
+{
+	JfWheelLevel *lv = &w->levels[0];
+	unsigned	digit = w->elapsed & SLOT_MASK;
+	uint64_t	mask = rotr64(lv->occupied, digit);
+	uint64_t	span = target - w->elapsed;
+	unsigned	off = 0;
+
+	if (span < 63)
+		mask &= (UINT64_C(2) << span) - 1;
+	if (mask == 0)
+		return;
+	do
+	{
+		unsigned	s;
+		uint32_t	head;
+
+		off = __builtin_ctzll(mask);
+		mask &= mask - 1;
+		s = (digit + off) & SLOT_MASK;
+		head = lv->head[s];
+		entry_at(w, head)->prev = w->ready_tail;
+		if (w->ready_tail == NIL)
+			w->ready_head = head;
+		else
+			entry_at(w, w->ready_tail)->next = head;
+		w->ready_tail = lv->tail[s];
+		lv->head[s] = lv->tail[s] = NIL;
+		lv->occupied &= ~(UINT64_C(1) << s);
+	} while (mask != 0);
+	w->elapsed += off;
+}
+
+/*
+ * Append the chain first..last (already linked through next and prev) to
+ * the list head/tail in one step.  min is the smallest due in the chain,
+ * or NULL for lists that keep no min_due.
+ */
+static inline void
+splice_run(JfWheel *w, uint32_t *head, uint32_t *tail, uint64_t *min,
+		   uint32_t first, JfWheelEntry *fe, uint32_t last,
+		   JfWheelEntry *le, uint64_t run_min)
+{
+	le->next = NIL;
+	fe->prev = *tail;
+	if (*tail == NIL)
+	{
+		*head = first;
+		if (min)
+			*min = run_min;
+	}
+	else
+	{
+		entry_at(w, *tail)->next = first;
+		if (min && run_min < *min)
+			*min = run_min;
+	}
+	*tail = last;
+}
+
+/*
+ * Empty the level >= 1 slot starting at start (the clock is there now):
+ * each entry moves to a lower level, or onto the ready list if due exactly
+ * at start.  Consecutive entries bound for the same list are moved as one
+ * run, since they are already chained to each other: the per-entry work
+ * is reading the due and comparing its destination with the run's, and
+ * only runs pay for linking.  In due order a run is a whole lower slot.
+ * An entry bound for level l >= 1 goes to the same slot as the run iff
+ * its due agrees with the run's above bit 6l (both then differ from start
+ * first at level l); at level 0 and on the ready list iff the due is the
+ * same, which the same test with a shift of 0 checks.
+ */
+static inline void
+cascade_slot(JfWheel *w, JfWheelLevel *lv, unsigned s, uint64_t start)
+{
+	uint64_t	epoch = (uint64_t) w->epoch;
+	uint32_t	idx = lv->head[s];
+	JfWheelEntry *e = entry_at(w, idx);
+
+	lv->occupied &= ~(UINT64_C(1) << s);
+	lv->head[s] = lv->tail[s] = NIL;
+	while (e != NULL)
+	{
+		uint32_t	first = idx;
+		JfWheelEntry *fe = e;
+		uint64_t	rel = (uint64_t) e->due - epoch;
+		uint64_t	run_min = rel;
+		int			l = (rel == start) ? -1 : level_for(w, start, rel);
+		unsigned	shift = (l > 0) ? l * SLOT_BITS : 0;
+		uint64_t	key = rel >> shift;
+		JfWheelEntry *le;
+		uint32_t	last;
+
+		for (;;)
+		{
+			uint32_t	next = e->next;
+
+			le = e;
+			last = idx;
+			/*
+			 * Entries loaded in due order sit next to each other in the
+			 * pool: when next is the following slot of the same chunk,
+			 * the branch predicts it and the walk need not wait on the
+			 * load of e->next.
+			 */
+			if (likely(next == idx + 1 && (next & CHUNK_MASK) != 0))
+				e = e + 1;
+			else if (next != NIL)
+				e = entry_at(w, next);
+			else
+			{
+				e = NULL;
+				break;
+			}
+			idx = next;
+			rel = (uint64_t) e->due - epoch;
+			if ((rel >> shift) != key)
+				break;
+			if (rel < run_min)
+				run_min = rel;
+		}
+
+		if (l < 0)
+			splice_run(w, &w->ready_head, &w->ready_tail, NULL,
+					   first, fe, last, le, 0);
+		else
+		{
+			JfWheelLevel *dl = &w->levels[l];
+			unsigned	ds = key & SLOT_MASK;
+			bool		was_empty = dl->tail[ds] == NIL;
+
+			splice_run(w, &dl->head[ds], &dl->tail[ds], &dl->min_due[ds],
+					   first, fe, last, le, run_min);
+			if (was_empty)
+				dl->occupied |= UINT64_C(1) << ds;
+		}
+	}
+}
+
+/*
+ * Walk the clock to target visiting only non-empty slots, in time order:
+ * level 0 in one bitmap walk, then the earliest higher slot that starts at
+ * or before target is cascaded (the clock jumps to its start), and so on.
+ * All entries sharing a due sit in one slot, so ready stays in (due,
+ * insertion) order.
  */
 static void
 advance_clock(JfWheel *w, uint64_t target)
 {
-	int			l;
-	unsigned	s;
-	uint64_t	start;
-
-	while (next_slot(w, &l, &s, &start) && start <= target)
+	for (;;)
 	{
-		JfWheelLevel *lv = &w->levels[l];
-		uint32_t	idx = lv->head[s];
-		uint32_t	tail = lv->tail[s];
+		int			l;
+		unsigned	s;
+		uint64_t	start;
 
+		if (w->levels[0].occupied)
+		{
+			drain_level0(w, target);
+			if (w->levels[0].occupied)
+				break;			/* what is left is after target */
+		}
+		if (!next_slot(w, &l, &s, &start) || start > target)
+			break;
 		w->elapsed = start;
-		lv->occupied &= ~(UINT64_C(1) << s);
-		lv->head[s] = lv->tail[s] = NIL;
-		if (l == 0)
-		{
-			/* everything in a level-0 slot is due exactly at start */
-			entry_at(w, idx)->prev = w->ready_tail;
-			if (w->ready_tail == NIL)
-				w->ready_head = idx;
-			else
-				entry_at(w, w->ready_tail)->next = idx;
-			w->ready_tail = tail;
-		}
-		else
-		{
-			while (idx != NIL)
-			{
-				JfWheelEntry *e = entry_at(w, idx);
-				uint32_t	next = e->next;
-				uint64_t	rel = (uint64_t) e->due - (uint64_t) w->epoch;
-
-				if (rel == start)
-					ready_append(w, idx, e);
-				else
-					slot_append(w, idx, e, rel);
-				idx = next;
-			}
-		}
+		cascade_slot(w, &w->levels[l], s, start);
 	}
 	w->elapsed = target;
+}
+
+/*
+ * Pop up to max entries off the ready list.  The per-entry work is copying
+ * it out and marking it free; pool accounting is done per run of entries
+ * from one chunk (in due order that is thousands of entries): such a run
+ * is already chained through next, so it becomes the head of its chunk's
+ * free list in one step.  The pool-shrink check runs once per call.
+ */
+static size_t
+pop_ready(JfWheel *w, JfWheelExpired *out, size_t max)
+{
+	uint32_t	idx = w->ready_head;
+	size_t		n = 0;
+
+	while (n < max && idx != NIL)
+	{
+		uint32_t	c = idx >> CHUNK_SHIFT;
+		uint32_t	first = idx;
+		uint32_t	run = 0;
+		JfWheelChunk *ch = &w->chunks[c];
+		JfWheelEntry *e = &ch->entries[idx & CHUNK_MASK];
+
+		for (;;)
+		{
+			uint32_t	next = e->next;
+
+			out[n].id = e->id;
+			out[n].due_ms = e->due;
+			e->prev = FREE_MARK;
+			n++;
+			run++;
+			if (n == max || (next >> CHUNK_SHIFT) != c)
+			{
+				idx = next;
+				break;			/* NIL has no chunk: it ends the run too */
+			}
+			/* as in cascade_slot: adjacent entries need not wait on next */
+			if (likely(next == idx + 1))
+				e++;
+			else
+				e = &ch->entries[next & CHUNK_MASK];
+			idx = next;
+		}
+		/* e is the run's last entry: its next continues the free list */
+		e->next = ch->free_head;
+		ch->free_head = first;
+		if (ch->live == CHUNK_SIZE)
+		{
+			w->nonfull[c / 64] |= UINT64_C(1) << (c % 64);
+			if (c / 64 < w->nonfull_hint)
+				w->nonfull_hint = c / 64;
+		}
+		ch->live -= run;
+	}
+	w->ready_head = idx;
+	if (idx == NIL)
+		w->ready_tail = NIL;
+	else
+		entry_at(w, idx)->prev = NIL;
+	w->count -= n;
+	if (n > 0 && w->chunks[w->nchunks - 1].live == 0)
+		pool_trim(w);
+	return n;
 }
 
 size_t
 jf_wheel_advance(JfWheel *w, int64_t now_ms, JfWheelExpired *out, size_t max)
 {
-	size_t		n = 0;
-
 	if (now_ms > w->now)
 	{
 		advance_clock(w, (uint64_t) now_ms - (uint64_t) w->epoch);
 		w->now = now_ms;
 	}
-
-	while (n < max && w->ready_head != NIL)
-	{
-		uint32_t	idx = w->ready_head;
-		JfWheelEntry *e = entry_at(w, idx);
-
-		out[n].id = e->id;
-		out[n].due_ms = e->due;
-		n++;
-		w->ready_head = e->next;
-		if (w->ready_head == NIL)
-			w->ready_tail = NIL;
-		else
-			entry_at(w, w->ready_head)->prev = NIL;
-		entry_free(w, idx, e);
-	}
-	return n;
+	return pop_ready(w, out, max);
 }
 
 size_t
