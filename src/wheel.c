@@ -492,6 +492,7 @@ drain_level0(JfWheel *w, uint64_t target)
 	unsigned	digit = w->elapsed & SLOT_MASK;
 	uint64_t	mask = rotr64(lv->occupied, digit);
 	uint64_t	span = target - w->elapsed;
+	uint64_t	cleared = 0;
 	unsigned	off = 0;
 
 	if (span < 63)
@@ -507,15 +508,19 @@ drain_level0(JfWheel *w, uint64_t target)
 		mask &= mask - 1;
 		s = (digit + off) & SLOT_MASK;
 		head = lv->head[s];
-		entry_at(w, head)->prev = w->ready_tail;
+		/* a list head's prev is already NIL: only a join writes entries */
 		if (w->ready_tail == NIL)
 			w->ready_head = head;
 		else
+		{
+			entry_at(w, head)->prev = w->ready_tail;
 			entry_at(w, w->ready_tail)->next = head;
+		}
 		w->ready_tail = lv->tail[s];
 		lv->head[s] = lv->tail[s] = NIL;
-		lv->occupied &= ~(UINT64_C(1) << s);
+		cleared |= UINT64_C(1) << s;
 	} while (mask != 0);
+	lv->occupied &= ~cleared;
 	w->elapsed += off;
 }
 
