@@ -8,12 +8,13 @@
  *
  *	- at start, every pending task due within the horizon, in due order;
  *	- NOTIFY jobflow, sent at commit by the statement trigger of
- *	  jobflow--0.1.0.sql with the range of ids the statement touched: the
- *	  worker reads each payload and loads those rows by primary key;
+ *	  jobflow--0.1.0.sql with the range of ids the statement touched, for
+ *	  tasks due within three reconcile intervals: the worker reads each
+ *	  payload and loads those rows by primary key;
  *	- housekeeping every jobflow.reconcile_interval: extends the horizon,
- *	  and rescans the next two intervals for tasks a notification missed
- *	  (a transaction that decided not to notify against a horizon that
- *	  moved before it committed, a queue overflow).
+ *	  and rescans the next two intervals, which loads the tasks that did
+ *	  not notify at least an interval before they are due, and whatever a
+ *	  lost notification or a queue overflow missed.
  *
  * Background workers cannot use LISTEN's normal delivery, so the worker
  * calls Async_Listen itself and, between transactions, drains the queue
@@ -411,9 +412,13 @@ feed_process_notifications(WorkerState *ws)
 }
 
 /*
- * Extend the horizon and catch what notifications missed.  The new horizon
- * is published before the scan, so a transaction committing after the
- * scan's snapshot compares against it and notifies.
+ * Extend the horizon and rescan the next two intervals.  Transactions only
+ * NOTIFY for tasks due within three intervals (notify_before_ms); a task
+ * due later is loaded by the rescan that runs between two intervals and
+ * one interval before it is due.  The rescan also catches what a lost or
+ * overflowing notification missed.  Both bounds are published before the
+ * scan, so a transaction committing after the scan's snapshot compares
+ * against them.
  */
 void
 feed_housekeeping(WorkerState *ws, int64 now_ms)
@@ -426,6 +431,8 @@ feed_housekeeping(WorkerState *ws, int64 now_ms)
 	if (new_until < ws->loaded_until_ms)
 		new_until = ws->loaded_until_ms;	/* jobflow.horizon was lowered */
 	pg_atomic_write_u64(&jobflow_shared->horizon_end_ms, (uint64) new_until);
+	pg_atomic_write_u64(&jobflow_shared->notify_before_ms,
+						(uint64) Min(new_until, now_ms + 3 * (int64) jobflow_reconcile_ms));
 
 	jf_xact_begin("jobflow: load tasks within the horizon");
 	materialize_cron(ws, now_ms, new_until, ws->loaded_until_ms == PG_INT64_MIN);

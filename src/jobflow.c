@@ -190,9 +190,11 @@ jobflow_shmem_startup(void)
 }
 
 /*
- * Horizon the notify trigger compares new tasks against: a new task due
- * after it need not wake the worker, whose periodic horizon extension will
- * load it.  With no worker attached every pending task is announced.
+ * Due time the notify trigger compares new tasks against: a task due later
+ * need not wake the worker, whose rolling rescan loads it at least one
+ * jobflow.reconcile_interval before it is due.  Sparing those transactions
+ * NOTIFY spares them its cluster-wide lock, held through the commit's WAL
+ * flush.  With no worker attached every pending task is announced.
  */
 PG_FUNCTION_INFO_V1(jobflow_wake_horizon);
 Datum
@@ -206,7 +208,7 @@ jobflow_wake_horizon(PG_FUNCTION_ARGS)
 		SpinLockAcquire(&jobflow_shared->mutex);
 		pid = jobflow_shared->worker_pid;
 		SpinLockRelease(&jobflow_shared->mutex);
-		end_ms = pg_atomic_read_u64(&jobflow_shared->horizon_end_ms);
+		end_ms = pg_atomic_read_u64(&jobflow_shared->notify_before_ms);
 	}
 	if (pid == 0 || end_ms == 0)
 	{

@@ -39,9 +39,9 @@ extern int	jobflow_reconcile_ms;
 extern int	jobflow_shutdown_grace_ms;
 
 /*
- * What the worker publishes for other backends: the end of the horizon it
- * wants to be told about (so that schedule() only sends NOTIFY when the
- * worker needs it) and the figures jobflow.worker_status() shows.  Counters
+ * What the worker publishes for other backends: the due time before which
+ * it wants to be told about new tasks (so that schedule() only sends NOTIFY
+ * when the worker needs it) and the figures jobflow.worker_status() shows.  Counters
  * are atomics written by the worker alone; readers tolerate torn snapshots
  * across fields.
  */
@@ -50,7 +50,8 @@ typedef struct JobflowShared
 	slock_t		mutex;			/* protects worker_pid and latch */
 	pid_t		worker_pid;		/* 0 when no worker is attached */
 	Latch	   *worker_latch;
-	pg_atomic_uint64 horizon_end_ms;	/* unix ms; 0 = tell me everything */
+	pg_atomic_uint64 horizon_end_ms;	/* unix ms: end of the loaded horizon */
+	pg_atomic_uint64 notify_before_ms;	/* unix ms; 0 = tell me everything */
 	pg_atomic_uint64 wheel_tasks;
 	pg_atomic_uint64 wheel_bytes;	/* wheel plus id map */
 	pg_atomic_uint64 in_flight;

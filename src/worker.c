@@ -122,6 +122,7 @@ detach_shared(int code, Datum arg)
 	jobflow_shared->worker_latch = NULL;
 	SpinLockRelease(&jobflow_shared->mutex);
 	pg_atomic_write_u64(&jobflow_shared->horizon_end_ms, 0);
+	pg_atomic_write_u64(&jobflow_shared->notify_before_ms, 0);
 }
 
 static bool
