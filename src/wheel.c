@@ -85,8 +85,13 @@ struct JfWheel
 	size_t		count;
 	size_t		max_entries;
 
-	/* due but not yet returned, in firing order */
-	uint32_t	ready_head;
+	/*
+	 * One list in firing order: first the ready part (due, not yet
+	 * returned; it ends at ready_tail, NIL when empty), then the entries of
+	 * level 0, each level-0 slot a contiguous stretch of it.
+	 */
+	uint32_t	list_head;
+	uint32_t	list_tail;
 	uint32_t	ready_tail;
 
 	JfWheelChunk *chunks;
@@ -150,20 +155,83 @@ next_slot(const JfWheel *w, int *level, unsigned *slot, uint64_t *start)
 	return false;
 }
 
-/* Append at the tail, so that equal dues keep their insertion order. */
+/*
+ * Put the chain first..last into the firing-order list right after entry
+ * after (NIL: at the front).
+ */
 static inline void
-ready_append(JfWheel *w, uint32_t idx, JfWheelEntry *e)
+link_after(JfWheel *w, uint32_t after, uint32_t first, JfWheelEntry *fe,
+		   uint32_t last, JfWheelEntry *le)
 {
-	e->next = NIL;
-	e->prev = w->ready_tail;
-	if (w->ready_tail == NIL)
-		w->ready_head = idx;
+	uint32_t	succ;
+
+	fe->prev = after;
+	if (after == NIL)
+	{
+		succ = w->list_head;
+		w->list_head = first;
+	}
 	else
-		entry_at(w, w->ready_tail)->next = idx;
-	w->ready_tail = idx;
+	{
+		JfWheelEntry *ae = entry_at(w, after);
+
+		succ = ae->next;
+		ae->next = first;
+	}
+	le->next = succ;
+	if (succ == NIL)
+		w->list_tail = last;
+	else
+		entry_at(w, succ)->prev = last;
 }
 
-/* Link an entry due strictly after elapsed into its slot, at the tail. */
+/* Due entries go behind the ready part: equal dues keep insertion order. */
+static inline void
+ready_append(JfWheel *w, uint32_t first, JfWheelEntry *fe,
+			 uint32_t last, JfWheelEntry *le)
+{
+	link_after(w, w->ready_tail, first, fe, last, le);
+	w->ready_tail = last;
+}
+
+/*
+ * Append a chain due at level-0 slot s (its time is after the clock) at
+ * the end of that slot's stretch.  A slot not yet occupied starts right
+ * after the nearest occupied slot before it in time (one bit scan of the
+ * bitmap rotated to the clock's digit), or after the ready part.
+ */
+static inline void
+level0_append(JfWheel *w, unsigned s, uint64_t rel, uint32_t first,
+			  JfWheelEntry *fe, uint32_t last, JfWheelEntry *le)
+{
+	JfWheelLevel *lv = &w->levels[0];
+	uint32_t	after;
+
+	if (lv->occupied & (UINT64_C(1) << s))
+		after = lv->tail[s];
+	else
+	{
+		unsigned	digit = w->elapsed & SLOT_MASK;
+		unsigned	off = (s - digit) & SLOT_MASK;
+		uint64_t	before = rotr64(lv->occupied, digit) &
+			((UINT64_C(1) << off) - 1);
+
+		if (before != 0)
+			after = lv->tail[(digit + 63 - __builtin_clzll(before)) & SLOT_MASK];
+		else
+			after = w->ready_tail;
+		lv->occupied |= UINT64_C(1) << s;
+		lv->head[s] = first;
+		lv->min_due[s] = rel;
+	}
+	link_after(w, after, first, fe, last, le);
+	lv->tail[s] = last;
+}
+
+/*
+ * Link an entry due strictly after elapsed into its slot, at the tail.
+ * Level-1-and-up slots are lists of their own.
+ */
 static inline void
 slot_append(JfWheel *w, uint32_t idx, JfWheelEntry *e, uint64_t rel)
 {
@@ -171,6 +239,12 @@ slot_append(JfWheel *w, uint32_t idx, JfWheelEntry *e, uint64_t rel)
 	JfWheelLevel *lv = &w->levels[l];
 	unsigned	s = (rel >> (l * SLOT_BITS)) & SLOT_MASK;
 	uint32_t	tail = lv->tail[s];
+
+	if (l == 0)
+	{
+		level0_append(w, s, rel, idx, e, idx, e);
+		return;
+	}
 
 	e->next = NIL;
 	e->prev = tail;
@@ -359,7 +433,7 @@ jf_wheel_create(int64_t now_ms, int64_t horizon_ms, uint32_t max_entries)
 	for (int b = 0; b < 64; b++)
 		w->level_of_bit[b] = (b / SLOT_BITS < n) ? b / SLOT_BITS : n - 1;
 	w->max_entries = max_entries ? max_entries : SIZE_MAX;
-	w->ready_head = w->ready_tail = NIL;
+	w->list_head = w->list_tail = w->ready_tail = NIL;
 	for (int l = 0; l < MAX_LEVELS; l++)
 		for (int s = 0; s < SLOTS; s++)
 			w->levels[l].head[s] = w->levels[l].tail[s] = NIL;
@@ -403,7 +477,7 @@ jf_wheel_insert(JfWheel *w, uint64_t id, int64_t due_ms, uint32_t *handle)
 	e->id = id;
 	e->due = due_ms;
 	if (due_ms <= w->now)
-		ready_append(w, idx, e);
+		ready_append(w, idx, e, idx, e);
 	else
 		slot_append(w, idx, e, (uint64_t) due_ms - (uint64_t) w->epoch);
 	if (handle)
@@ -420,10 +494,10 @@ jf_wheel_cancel(JfWheel *w, uint32_t handle, uint64_t id)
 {
 	uint32_t	c = handle >> CHUNK_SHIFT;
 	JfWheelEntry *e;
-	uint32_t   *head;
-	uint32_t   *tail;
-	JfWheelLevel *lv = NULL;
-	unsigned	s = 0;
+	uint64_t	rel;
+	int			l;
+	JfWheelLevel *lv;
+	unsigned	s;
 
 	if (handle == JF_WHEEL_NO_HANDLE || c >= w->nchunks ||
 		(handle & CHUNK_MASK) >= w->chunks[c].fresh)
@@ -432,32 +506,52 @@ jf_wheel_cancel(JfWheel *w, uint32_t handle, uint64_t id)
 	if (e->prev == FREE_MARK || e->id != id)
 		return false;
 
-	if (e->due <= w->now)
+	rel = (uint64_t) e->due - (uint64_t) w->epoch;
+	l = (e->due <= w->now) ? -1 : level_for(w, w->elapsed, rel);
+	if (l <= 0)
 	{
-		head = &w->ready_head;
-		tail = &w->ready_tail;
+		/* ready part or level 0: one list, with stretches to keep right */
+		if (l < 0)
+		{
+			/* the ready part starts the list: a lone one has prev NIL */
+			if (handle == w->ready_tail)
+				w->ready_tail = e->prev;
+		}
+		else
+		{
+			lv = &w->levels[0];
+			s = rel & SLOT_MASK;
+			if (lv->head[s] == handle && lv->tail[s] == handle)
+				lv->occupied &= ~(UINT64_C(1) << s);
+			else if (lv->head[s] == handle)
+				lv->head[s] = e->next;
+			else if (lv->tail[s] == handle)
+				lv->tail[s] = e->prev;
+		}
+		if (e->prev == NIL)
+			w->list_head = e->next;
+		else
+			entry_at(w, e->prev)->next = e->next;
+		if (e->next == NIL)
+			w->list_tail = e->prev;
+		else
+			entry_at(w, e->next)->prev = e->prev;
 	}
 	else
 	{
-		uint64_t	rel = (uint64_t) e->due - (uint64_t) w->epoch;
-		int			l = level_for(w, w->elapsed, rel);
-
 		lv = &w->levels[l];
 		s = (rel >> (l * SLOT_BITS)) & SLOT_MASK;
-		head = &lv->head[s];
-		tail = &lv->tail[s];
+		if (e->prev == NIL)
+			lv->head[s] = e->next;
+		else
+			entry_at(w, e->prev)->next = e->next;
+		if (e->next == NIL)
+			lv->tail[s] = e->prev;
+		else
+			entry_at(w, e->next)->prev = e->prev;
+		if (lv->head[s] == NIL)
+			lv->occupied &= ~(UINT64_C(1) << s);
 	}
-
-	if (e->prev == NIL)
-		*head = e->next;
-	else
-		entry_at(w, e->prev)->next = e->next;
-	if (e->next == NIL)
-		*tail = e->prev;
-	else
-		entry_at(w, e->next)->prev = e->prev;
-	if (lv != NULL && *head == NIL)
-		lv->occupied &= ~(UINT64_C(1) << s);
 
 	entry_free(w, handle, e);
 	return true;
@@ -470,7 +564,7 @@ jf_wheel_next_deadline(const JfWheel *w)
 	unsigned	s;
 	uint64_t	start;
 
-	if (w->ready_head != NIL)
+	if (w->ready_tail != NIL)
 		return w->now;
 	if (!next_slot(w, &l, &s, &start))
 		return INT64_MAX;
@@ -479,11 +573,11 @@ jf_wheel_next_deadline(const JfWheel *w)
 }
 
 /*
- * Splice every occupied level-0 slot whose time is <= target onto the ready
- * list, in time order, with one bitmap walk instead of one next_slot() per
- * slot: all entries of a level-0 slot are due at its start, and level 0
- * always holds the earliest entries.  The clock moves to the last slot
- * spliced.
+ * Level-0 slots are stretches of the firing-order list right behind the
+ * ready part, so making every slot whose time is <= target due is moving
+ * ready_tail to the tail of the last such slot and clearing their bits:
+ * O(1), whatever the number of slots or entries.  The clock moves to the
+ * last slot made due.
  */
 static inline void
 drain_level0(JfWheel *w, uint64_t target)
@@ -492,63 +586,44 @@ drain_level0(JfWheel *w, uint64_t target)
 	unsigned	digit = w->elapsed & SLOT_MASK;
 	uint64_t	mask = rotr64(lv->occupied, digit);
 	uint64_t	span = target - w->elapsed;
-	uint64_t	cleared = 0;
-	unsigned	off = 0;
+	unsigned	top;
 
 	if (span < 63)
 		mask &= (UINT64_C(2) << span) - 1;
 	if (mask == 0)
 		return;
-	do
-	{
-		unsigned	s;
-		uint32_t	head;
-
-		off = __builtin_ctzll(mask);
-		mask &= mask - 1;
-		s = (digit + off) & SLOT_MASK;
-		head = lv->head[s];
-		/* a list head's prev is already NIL: only a join writes entries */
-		if (w->ready_tail == NIL)
-			w->ready_head = head;
-		else
-		{
-			entry_at(w, head)->prev = w->ready_tail;
-			entry_at(w, w->ready_tail)->next = head;
-		}
-		w->ready_tail = lv->tail[s];
-		lv->head[s] = lv->tail[s] = NIL;
-		cleared |= UINT64_C(1) << s;
-	} while (mask != 0);
-	lv->occupied &= ~cleared;
-	w->elapsed += off;
+	top = 63 - __builtin_clzll(mask);
+	w->ready_tail = lv->tail[(digit + top) & SLOT_MASK];
+	lv->occupied &= ~(digit ? (mask << digit) | (mask >> (64 - digit)) : mask);
+	w->elapsed += top;
 }
 
 /*
  * Append the chain first..last (already linked through next and prev) to
- * the list head/tail in one step.  min is the smallest due in the chain,
- * or NULL for lists that keep no min_due.
+ * a level >= 1 slot in one step; run_min is the smallest due in it.
  */
 static inline void
-splice_run(JfWheel *w, uint32_t *head, uint32_t *tail, uint64_t *min,
+splice_run(JfWheel *w, JfWheelLevel *lv, unsigned s,
 		   uint32_t first, JfWheelEntry *fe, uint32_t last,
 		   JfWheelEntry *le, uint64_t run_min)
 {
+	uint32_t	tail = lv->tail[s];
+
 	le->next = NIL;
-	fe->prev = *tail;
-	if (*tail == NIL)
+	fe->prev = tail;
+	if (tail == NIL)
 	{
-		*head = first;
-		if (min)
-			*min = run_min;
+		lv->head[s] = first;
+		lv->min_due[s] = run_min;
+		lv->occupied |= UINT64_C(1) << s;
 	}
 	else
 	{
-		entry_at(w, *tail)->next = first;
-		if (min && run_min < *min)
-			*min = run_min;
+		entry_at(w, tail)->next = first;
+		if (run_min < lv->min_due[s])
+			lv->min_due[s] = run_min;
 	}
-	*tail = last;
+	lv->tail[s] = last;
 }
 
 /*
@@ -614,19 +689,12 @@ cascade_slot(JfWheel *w, JfWheelLevel *lv, unsigned s, uint64_t start)
 		}
 
 		if (l < 0)
-			splice_run(w, &w->ready_head, &w->ready_tail, NULL,
-					   first, fe, last, le, 0);
+			ready_append(w, first, fe, last, le);
+		else if (l == 0)
+			level0_append(w, key & SLOT_MASK, key, first, fe, last, le);
 		else
-		{
-			JfWheelLevel *dl = &w->levels[l];
-			unsigned	ds = key & SLOT_MASK;
-			bool		was_empty = dl->tail[ds] == NIL;
-
-			splice_run(w, &dl->head[ds], &dl->tail[ds], &dl->min_due[ds],
+			splice_run(w, &w->levels[l], key & SLOT_MASK,
 					   first, fe, last, le, run_min);
-			if (was_empty)
-				dl->occupied |= UINT64_C(1) << ds;
-		}
 	}
 }
 
@@ -661,7 +729,7 @@ advance_clock(JfWheel *w, uint64_t target)
 }
 
 /*
- * Pop up to max entries off the ready list.  The per-entry work is copying
+ * Pop up to max entries off the ready part.  The per-entry work is copying
  * it out and marking it free; pool accounting is done per run of entries
  * from one chunk (in due order that is thousands of entries): such a run
  * is already chained through next, so it becomes the head of its chunk's
@@ -670,10 +738,12 @@ advance_clock(JfWheel *w, uint64_t target)
 static size_t
 pop_ready(JfWheel *w, JfWheelExpired *out, size_t max)
 {
-	uint32_t	idx = w->ready_head;
+	uint32_t	idx = w->list_head;
+	uint32_t	stop = w->ready_tail;
+	bool		more = stop != NIL;
 	size_t		n = 0;
 
-	while (n < max && idx != NIL)
+	while (n < max && more)
 	{
 		uint32_t	c = idx >> CHUNK_SHIFT;
 		uint32_t	first = idx;
@@ -690,10 +760,16 @@ pop_ready(JfWheel *w, JfWheelExpired *out, size_t max)
 			e->prev = FREE_MARK;
 			n++;
 			run++;
+			if (idx == stop)
+			{
+				more = false;
+				idx = next;
+				break;
+			}
 			if (n == max || (next >> CHUNK_SHIFT) != c)
 			{
 				idx = next;
-				break;			/* NIL has no chunk: it ends the run too */
+				break;
 			}
 			/* as in cascade_slot: adjacent entries need not wait on next */
 			if (likely(next == idx + 1))
@@ -713,13 +789,17 @@ pop_ready(JfWheel *w, JfWheelExpired *out, size_t max)
 		}
 		ch->live -= run;
 	}
-	w->ready_head = idx;
-	if (idx == NIL)
+	if (n == 0)
+		return 0;
+	if (!more)
 		w->ready_tail = NIL;
+	w->list_head = idx;
+	if (idx == NIL)
+		w->list_tail = NIL;
 	else
 		entry_at(w, idx)->prev = NIL;
 	w->count -= n;
-	if (n > 0 && w->chunks[w->nchunks - 1].live == 0)
+	if (w->chunks[w->nchunks - 1].live == 0)
 		pool_trim(w);
 	return n;
 }
