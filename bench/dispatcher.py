@@ -511,11 +511,13 @@ def run_big(idle_fresh):
     committed = time.time()
     timings.append(("jobflow.tasks (row check + notify trigger)", committed - t0))
     progress("jobflow.tasks: %.2f s" % timings[-1][1])
-    # the statement's NOTIFY carries the id range: the worker loads it by key
-    deadline = time.time() + 300
+    # tasks due soon are announced by NOTIFY, the others loaded by the
+    # horizon scans: wait a little for whatever the worker loads now
+    deadline = time.time() + 15
     while status()["wheel_tasks"] < N_BIG and time.time() < deadline:
         time.sleep(0.05)
-    notified_load = time.time() - committed
+    s = status()
+    notified_load = time.time() - committed if s["wheel_tasks"] >= N_BIG else None
     time.sleep(1)
     s = status()
     loaded = mem(s["pid"])
@@ -560,7 +562,7 @@ def run_big(idle_fresh):
     rows = []
     for name, m, wb, wt in (("fresh worker, idle", idle_fresh[0], idle_fresh[1], 0),
                             ("idle before the load (after bursts)", idle, idle_bytes, 0),
-                            ("%d pending, loaded by NOTIFY" % N_BIG, loaded, loaded_bytes, loaded_tasks),
+                            ("%d pending, after the INSERT" % N_BIG, loaded, loaded_bytes, loaded_tasks),
                             ("%d pending, after restart" % N_BIG, reloaded, s["wheel_bytes"],
                              s["wheel_tasks"])):
         rows.append([name, wt, mb(m["VmRSS"]), mb(m["RssAnon"]), mb(m["Pss"]),
@@ -584,8 +586,8 @@ def run_big(idle_fresh):
             ["started_at -> log line seen by the benchmark (polled, 20 ms)",
              observed - started if observed else None],
             ["pg_terminate_backend -> new worker's started_at", started - t_kill],
-            ["INSERT commit -> wheel_tasks = %d (NOTIFY path)" % N_BIG,
-             round(notified_load * 1000)],
+            ["INSERT commit -> wheel_tasks = %d (running worker, waited <= 15 s)" % N_BIG,
+             round(notified_load * 1000) if notified_load is not None else None],
             ["[goal] load", "<=3000"]]
     table("5b. Load time of a (re)starting worker (ms); log line says %s task(s)" % log_count,
           ["what", "ms"], rows)
@@ -595,11 +597,14 @@ def run_big(idle_fresh):
 def main():
     t_start = time.time()
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    head = subprocess.run(["git", "-C", repo, "log", "-1", "--format=%h %s"],
-                          capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no",
-                            "src", "sql", "jobflow--0.1.0.sql"],
-                           capture_output=True, text=True).stdout.strip()
+    head = os.environ.get("BENCH_COMMIT")
+    dirty = ""
+    if not head:
+        head = subprocess.run(["git", "-C", repo, "log", "-1", "--format=%h %s"],
+                              capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no",
+                                "src", "sql", "jobflow--0.1.0.sql"],
+                               capture_output=True, text=True).stdout.strip()
     progress("jobflow at %s%s" % (head, " (+ uncommitted changes)" if dirty else ""))
     s = wait_for_worker()
     time.sleep(0.5)
@@ -621,6 +626,10 @@ def main():
     print("jobflow at %s%s" % (head, " (+ uncommitted changes)" if dirty else ""))
     for t in tables:
         print(t)
+    hold = int(os.environ.get("BENCH_HOLD", "0"))
+    if hold > 0:
+        progress("holding the cluster and nginx for %d s (BENCH_HOLD)" % hold)
+        time.sleep(hold)
 
 
 if __name__ == "__main__":
