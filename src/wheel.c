@@ -146,9 +146,10 @@ rotr64(uint64_t x, unsigned c)
  * to the next rotation.
  */
 static inline bool
-next_slot(const JfWheel *w, int *level, unsigned *slot, uint64_t *start)
+next_slot(const JfWheel *w, int from, int *level, unsigned *slot,
+		  uint64_t *start)
 {
-	for (int l = 0; l < w->nlevels; l++)
+	for (int l = from; l < w->nlevels; l++)
 	{
 		const JfWheelLevel *lv = &w->levels[l];
 		unsigned	shift = l * SLOT_BITS;
@@ -225,16 +226,29 @@ level0_append(JfWheel *w, unsigned s, uint64_t rel, uint32_t first,
 	{
 		unsigned	digit = w->elapsed & SLOT_MASK;
 		unsigned	off = (s - digit) & SLOT_MASK;
-		uint64_t	before = rotr64(lv->occupied, digit) &
-			((UINT64_C(1) << off) - 1);
+		uint64_t	rot = rotr64(lv->occupied, digit);
+		uint64_t	before = rot & ((UINT64_C(1) << off) - 1);
 
+		lv->occupied |= UINT64_C(1) << s;
+		lv->head[s] = first;
+		lv->min_due[s] = rel;
+		lv->tail[s] = last;
+		if ((rot >> off) == 0)
+		{
+			/* latest slot so far (always so in due order): list's end */
+			fe->prev = w->list_tail;
+			le->next = NIL;
+			if (w->list_tail == NIL)
+				w->list_head = first;
+			else
+				entry_at(w, w->list_tail)->next = first;
+			w->list_tail = last;
+			return;
+		}
 		if (before != 0)
 			after = lv->tail[(digit + 63 - __builtin_clzll(before)) & SLOT_MASK];
 		else
 			after = w->ready_tail;
-		lv->occupied |= UINT64_C(1) << s;
-		lv->head[s] = first;
-		lv->min_due[s] = rel;
 	}
 	link_after(w, after, first, fe, last, le);
 	lv->tail[s] = last;
@@ -609,7 +623,7 @@ jf_wheel_next_deadline(const JfWheel *w)
 
 	if (w->ready_tail != NIL)
 		return w->now;
-	if (!next_slot(w, &l, &s, &start))
+	if (!next_slot(w, 0, &l, &s, &start))
 		return INT64_MAX;
 	/* min_due is >= start; exact unless its entry was cancelled */
 	return (int64_t) ((uint64_t) w->epoch + w->levels[l].min_due[s]);
@@ -763,7 +777,8 @@ advance_clock(JfWheel *w, uint64_t target)
 			if (w->levels[0].occupied)
 				break;			/* what is left is after target */
 		}
-		if (!next_slot(w, &l, &s, &start) || start > target)
+		/* level 0 is empty here: next_slot will look from level 1 on */
+		if (!next_slot(w, 1, &l, &s, &start) || start > target)
 			break;
 		w->elapsed = start;
 		cascade_slot(w, &w->levels[l], s, start);
