@@ -568,11 +568,13 @@ jf_wheel_cancel(JfWheel *w, uint32_t handle, uint64_t id)
 	if (l <= 0)
 	{
 		/* ready part or level 0: one list, with stretches to keep right */
+		bool		is_head = handle == w->list_head;
+
 		if (l < 0)
 		{
-			/* the ready part starts the list: a lone one has prev NIL */
+			/* the ready part starts the list */
 			if (handle == w->ready_tail)
-				w->ready_tail = e->prev;
+				w->ready_tail = is_head ? NIL : e->prev;
 		}
 		else
 		{
@@ -585,12 +587,13 @@ jf_wheel_cancel(JfWheel *w, uint32_t handle, uint64_t id)
 			else if (lv->tail[s] == handle)
 				lv->tail[s] = e->prev;
 		}
-		if (e->prev == NIL)
+		/* the head's prev is not kept up to date (see pop_ready) */
+		if (is_head)
 			w->list_head = e->next;
 		else
 			entry_at(w, e->prev)->next = e->next;
 		if (e->next == NIL)
-			w->list_tail = e->prev;
+			w->list_tail = is_head ? NIL : e->prev;
 		else
 			entry_at(w, e->next)->prev = e->prev;
 	}
@@ -696,8 +699,9 @@ splice_run(JfWheel *w, JfWheelLevel *lv, unsigned s,
  * same, which the same test with a shift of 0 checks.
  */
 static inline void
-cascade_slot(JfWheel *w, JfWheelLevel *lv, unsigned s, uint64_t start)
+cascade_slot(JfWheel *w, int from, unsigned s, uint64_t start)
 {
+	JfWheelLevel *lv = &w->levels[from];
 	uint64_t	epoch = (uint64_t) w->epoch;
 	uint32_t	idx = lv->head[s];
 	JfWheelEntry *e = entry_at(w, idx);
@@ -710,7 +714,9 @@ cascade_slot(JfWheel *w, JfWheelLevel *lv, unsigned s, uint64_t start)
 		JfWheelEntry *fe = e;
 		uint64_t	rel = (uint64_t) e->due - epoch;
 		uint64_t	run_min = rel;
-		int			l = (rel == start) ? -1 : level_for(w, start, rel);
+		/* from level 1 everything goes to level 0 (or is due) */
+		int			l = (rel == start) ? -1 :
+			(from == 1) ? 0 : level_for(w, start, rel);
 		unsigned	shift = (l > 0) ? l * SLOT_BITS : 0;
 		uint64_t	key = rel >> shift;
 		JfWheelEntry *le;
@@ -781,7 +787,7 @@ advance_clock(JfWheel *w, uint64_t target)
 		if (!next_slot(w, 1, &l, &s, &start) || start > target)
 			break;
 		w->elapsed = start;
-		cascade_slot(w, &w->levels[l], s, start);
+		cascade_slot(w, l, s, start);
 	}
 	w->elapsed = target;
 }
@@ -851,11 +857,10 @@ pop_ready(JfWheel *w, JfWheelExpired *out, size_t max)
 		return 0;
 	if (!more)
 		w->ready_tail = NIL;
+	/* the new head keeps a stale prev: cancel tests for the head itself */
 	w->list_head = idx;
 	if (idx == NIL)
 		w->list_tail = NIL;
-	else
-		entry_at(w, idx)->prev = NIL;
 	w->count -= n;
 	if (w->chunks[w->nchunks - 1].live == 0)
 		pool_trim(w);
