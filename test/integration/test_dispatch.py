@@ -16,7 +16,7 @@ import json
 import random
 import time
 
-from conftest import epoch, schedule, task_log, task_row, wait_final
+from conftest import epoch, query, schedule, task_log, task_row, wait_final
 
 # a callback counts as prompt if it arrives within this many seconds of
 # its due time (or of its commit, when that is later)
@@ -90,6 +90,24 @@ def test_fires_at_time_and_never_early(db, receiver):
         late = r["time"] - due[task_id]
         assert late >= 0, "task %d fired %.4f s early" % (task_id, -late)
         assert late < PROMPT, "task %d fired %.3f s late" % (task_id, late)
+    assert set(wait_final(db, ids).values()) == {"succeeded"}
+
+
+def test_task_loaded_by_rescan_fires_on_time(db, receiver):
+    # commits only notify the worker for tasks due within three reconcile
+    # intervals; later ones are loaded by its rolling rescan
+    interval = int(query(db, "SELECT setting FROM pg_settings"
+                         " WHERE name = 'jobflow.reconcile_interval'")[0]["setting"]) / 1000.0
+    url, tag = receiver.unique_url("/ok")
+    ids = [schedule(db, url, run_at_sql="clock_timestamp() + %f * interval '1 s'"
+                    % (3 * interval + extra)) for extra in (0.3, 0.9, 1.6)]
+    due = {i: epoch(db, i) for i in ids}
+    reqs = receiver.wait_for(lambda r: ("t=" + tag) in r["query"], n=len(ids),
+                             timeout=3 * interval + 10)
+    for r in reqs:
+        task_id = int(r["headers"]["x-jobflow-task-id"])
+        late = r["time"] - due[task_id]
+        assert 0 <= late < PROMPT, "task %d fired %.3f s after its time" % (task_id, late)
     assert set(wait_final(db, ids).values()) == {"succeeded"}
 
 
