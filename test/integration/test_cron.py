@@ -171,3 +171,43 @@ def test_timers_are_per_owner(db, receiver, two_roles):
     owners = query(db, "SELECT owner::text AS owner, active FROM jobflow.cron_timers"
                    " WHERE name = 'job' AND owner::text = ANY(%s)", ([alice, bob],))
     assert owners == [{"owner": bob, "active": False}]
+
+
+def test_missed_occurrences_follow_the_policy(db, connect, receiver, server):
+    """Occurrences missed while the server is down: 'skip' drops them,
+    'once' fires one task for them at restart; both then carry on."""
+    url_s, tag_s = receiver.unique_url("/ok")
+    url_o, tag_o = receiver.unique_url("/ok")
+    names = ["skip-" + uuid.uuid4().hex[:8], "once-" + uuid.uuid4().hex[:8]]
+    scalar(db, "SELECT jobflow.schedule_cron(%s, '*/1 * * * * *', %s, missed => 'skip')",
+           (names[0], url_s))
+    scalar(db, "SELECT jobflow.schedule_cron(%s, '*/1 * * * * *', %s, missed => 'once')",
+           (names[1], url_o))
+    receiver.wait_for(lambda r: ("t=" + tag_s) in r["query"], n=2, timeout=5)
+    receiver.wait_for(lambda r: ("t=" + tag_o) in r["query"], n=2, timeout=5)
+
+    old_pid = server.worker_pid(db)
+    db.close()
+    server.pg_ctl("stop", "-m", "fast", "-w", "-t", "60")
+    time.sleep(9)
+    server.pg_ctl("start", "-w", "-t", "60", "-l", server.logfile)
+    server.wait_worker(old_pid)
+    conn = connect()
+    receiver.wait_for(lambda r: ("t=" + tag_s) in r["query"], n=len(receiver.tagged(tag_s)) + 3,
+                      timeout=10)
+    time.sleep(1)
+
+    def lateness(tag):
+        reqs = receiver.tagged(tag)
+        at = occurrences(conn, reqs)
+        return [r["time"] - at[int(r["headers"]["x-jobflow-task-id"])] for r in reqs]
+
+    # within the 5 s grace an occurrence still fires (late); beyond, per policy
+    assert max(lateness(tag_s)) < 5.5, "skip fired a missed occurrence"
+    assert len([x for x in lateness(tag_o) if x >= 5.5]) == 1, "once did not fire exactly once"
+    missed = scalar(conn, "SELECT count(*) FROM jobflow.tasks t JOIN jobflow.cron_timers c"
+                    " ON c.id = t.cron_id WHERE c.name = ANY(%s) AND t.state = 'cancelled'"
+                    " AND t.last_error LIKE 'missed%%'", (names,))
+    assert missed >= 2
+    for n in names:
+        assert scalar(conn, "SELECT jobflow.unschedule_cron(%s)", (n,)) is True
