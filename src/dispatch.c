@@ -94,7 +94,12 @@ claim_capacity(WorkerState *ws)
 	return Max(0, limit - backlog);
 }
 
-/* jsonb headers and content type as "Name: value" lines for libcurl */
+/*
+ * jsonb headers and content type as "Name: value" lines for libcurl.  With
+ * no content type given either way, "Content-Type:" stops libcurl from
+ * sending its form-encoded default for a POST body: a task without a
+ * content type gets none.
+ */
 static const char **
 build_headers(Jsonb *headers, const char *content_type, int *n)
 {
@@ -104,6 +109,7 @@ build_headers(Jsonb *headers, const char *content_type, int *n)
 	JsonbValue	v;
 	JsonbIteratorToken tok;
 	char	   *name = NULL;
+	bool		has_content_type = false;
 
 	*n = 0;
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
@@ -112,12 +118,16 @@ build_headers(Jsonb *headers, const char *content_type, int *n)
 			name = pnstrdup(v.val.string.val, v.val.string.len);
 		else if (tok == WJB_VALUE && name != NULL && v.type == jbvString)
 		{
+			if (pg_strcasecmp(name, "Content-Type") == 0)
+				has_content_type = true;
 			lines[(*n)++] = psprintf("%s: %.*s", name, v.val.string.len, v.val.string.val);
 			name = NULL;
 		}
 	}
 	if (content_type != NULL)
 		lines[(*n)++] = psprintf("Content-Type: %s", content_type);
+	else if (!has_content_type)
+		lines[(*n)++] = "Content-Type:";
 	return lines;
 }
 
