@@ -75,6 +75,23 @@ def test_json_body_gets_json_content_type(db, receiver):
     assert wait_final(db, task_id) == "succeeded"
 
 
+def test_no_content_type_is_invented(db, receiver):
+    # without content_type (or a Content-Type header) the request carries
+    # none: libcurl's form-encoded default would misdescribe the body
+    url, tag = receiver.unique_url("/echo")
+    empty = schedule(db, url)
+    text = schedule(db, url, method="PUT", body_text="a=1&b=2 is not a form")
+    custom = schedule(db, url, body_text="<x/>", headers={"Content-Type": "application/xml"})
+    reqs = receiver.wait_for(lambda r: ("t=" + tag) in r["query"], n=3)
+    got = {int(r["headers"]["x-jobflow-task-id"]): r for r in reqs}
+    assert "content-type" not in got[empty]["headers"], got[empty]
+    assert got[empty]["method"] == "POST" and got[empty]["body"] == ""
+    assert "content-type" not in got[text]["headers"], got[text]
+    assert got[text]["body"] == "a=1&b=2 is not a form"
+    assert got[custom]["headers"]["content-type"] == "application/xml"
+    assert set(wait_final(db, [empty, text, custom]).values()) == {"succeeded"}
+
+
 def test_fires_at_time_and_never_early(db, receiver):
     url, tag = receiver.unique_url("/ok")
     ids = []
