@@ -7,7 +7,8 @@
 #
 # Delivery is at least once: an attempt cut short is delivered again, and
 # logged as interrupted when its claim reached the disk before the crash
-# (claims commit asynchronously; the kill test waits until they have).
+# (claims commit asynchronously; the kill test waits until their WAL has
+# been written).
 #
 # These tests end every connection open at the time; they open new ones.
 #
@@ -28,9 +29,14 @@ def test_kill9_worker_with_requests_in_flight(connect, receiver, server):
         ids = sorted(r[0] for r in cur.fetchall())
     # all ten are in flight (the receiver holds each for 3 s) ...
     receiver.wait_for(lambda r: ("t=" + tag) in r["query"], n=len(ids), timeout=10)
-    # ... and their claims, committed asynchronously, are on disk: the
-    # WAL writer flushes them within 3 x wal_writer_delay (200 ms)
-    time.sleep(1.0)
+    # ... and their claims, committed asynchronously before the requests
+    # went out, are written: wait for the WAL writer to pass this point
+    target = query(db, "SELECT pg_current_wal_insert_lsn()::text AS lsn")[0]["lsn"]
+    deadline = time.time() + 2.0
+    while not query(db, "SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn AS ok",
+                    (target,))[0]["ok"]:
+        assert time.time() < deadline, "WAL not flushed to %s" % target
+        time.sleep(0.02)
     old_pid = server.worker_pid(db)
     assert old_pid is not None
     running = query(db, "SELECT count(*) AS n FROM jobflow.tasks WHERE id = ANY(%s)"
