@@ -10,18 +10,23 @@
 #
 # Fixtures:
 #   receiver   session: the running receiver (Receiver below): url(),
-#              unique_url(), requests(), reset(), wait_for().
+#              unique_url(), requests(), tagged(), reset(), wait_for().
 #   connect    factory: connect(autocommit=True) -> psycopg2 connection,
 #              closed when the test ends.
 #   db         one autocommit connection (connect()).
 #   server     session: the cluster (Server below): worker_pid(),
-#              wait_worker(), kill9(), restart(), reload().
+#              wait_worker(), wait_ready(), kill9(), restart(), set_guc().
 #
 # Helpers (plain functions, importable with "from conftest import ..."):
+#   query(conn, sql, args)           rows as dicts
+#   schedule(conn, url, ...)         jobflow.schedule() with keywords
 #   wait_final(conn, ids, timeout)   wait until tasks reach a final state
 #   task_row(conn, id), task_log(conn, id), worker_status(conn)
-#   schedule(conn, url, ...)         jobflow.schedule() with keywords
 #   epoch(conn, id)                  run_at of a task as Unix seconds
+#
+# A test that restarts the server or kills one of its processes ends every
+# open connection: it must open new ones afterwards (connect()), and
+# should leave the cluster as it found it (set_guc(conn, name, None)).
 #
 # Tests must be independent: tag every URL with a unique query string
 # (receiver.unique_url) and match requests by tag or task id, never by

@@ -16,6 +16,9 @@
 
 import time
 
+import psycopg2
+import pytest
+
 from conftest import query, task_log, task_row, wait_final
 
 
@@ -46,6 +49,9 @@ def test_kill9_worker_with_requests_in_flight(connect, receiver, server):
     server.kill9(old_pid)
     new_pid = server.wait_worker(old_pid, timeout=60)
     assert new_pid != old_pid
+    # crash recovery ended every session, ours included
+    with pytest.raises(psycopg2.Error):
+        query(db, "SELECT 1")
 
     db = connect()
     states = wait_final(db, ids, timeout=30)
