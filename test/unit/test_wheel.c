@@ -5,7 +5,8 @@
  *
  * Two parts: edge cases written out one by one (level boundaries, the
  * horizon, past dues, a capped pool, clock steps, pool shrink, stale
- * handles, batching), and a randomised run of a few million operations
+ * handles, batching, the shared ready/level-0 list, cascade runs, slab
+ * allocation with its hysteresis), and a randomised run of a few million operations
  * checked step by step against a reference model, a binary heap ordered
  * by (effective due, insertion number), where the effective due of an
  * entry inserted already due is the wheel time at its insertion.
@@ -417,6 +418,234 @@ test_shrink(void)
 }
 
 /*
+ * The ready part and level 0 are one list in firing order: entries put
+ * into level-0 slots out of time order (before, between and after
+ * occupied ones), past dues arriving while level-0 entries wait, partial
+ * pops and cancels at every kind of position (ready tail, list head after
+ * a partial pop, slot heads, tails and middles) must keep (due, insertion)
+ * order.
+ */
+static void
+test_level0_list(void)
+{
+	JfWheel    *w = jf_wheel_create(1000, HOUR, 0);
+	JfWheelExpired out[16];
+	uint32_t	h[16];
+	size_t		n;
+
+	/* clock at 1000: digit 40 of its 64-ms block [960, 1024) */
+	CHECK(jf_wheel_insert(w, 1, 1020, &h[1]) == JF_WHEEL_OK);	/* level 0 */
+	CHECK(jf_wheel_insert(w, 2, 1005, &h[2]) == JF_WHEEL_OK);	/* before it */
+	CHECK(jf_wheel_insert(w, 3, 1012, &h[3]) == JF_WHEEL_OK);	/* between */
+	CHECK(jf_wheel_insert(w, 4, 1005, &h[4]) == JF_WHEEL_OK);	/* same slot */
+	CHECK(jf_wheel_insert(w, 5, 1023, &h[5]) == JF_WHEEL_OK);	/* after */
+	CHECK(jf_wheel_insert(w, 6, 1005, &h[6]) == JF_WHEEL_OK);
+	CHECK(jf_wheel_insert(w, 7, 990, &h[7]) == JF_WHEEL_OK);	/* past */
+	CHECK(jf_wheel_insert(w, 8, 1000, &h[8]) == JF_WHEEL_OK);	/* now */
+	CHECK(jf_wheel_insert(w, 9, 1012, &h[9]) == JF_WHEEL_OK);
+	CHECK(jf_wheel_next_deadline(w) == 1000);
+	/* cancel the ready tail, a slot middle, a slot tail */
+	CHECK(jf_wheel_cancel(w, h[8], 8));
+	CHECK(jf_wheel_cancel(w, h[4], 4));
+	CHECK(jf_wheel_cancel(w, h[9], 9));
+	CHECK(jf_wheel_next_deadline(w) == 1000);
+	CHECK(jf_wheel_advance(w, 1000, out, 16) == 1 && out[0].id == 7);
+	CHECK(jf_wheel_next_deadline(w) == 1005);
+	/* cancel a slot head: slot 1005 now holds only 6 */
+	CHECK(jf_wheel_cancel(w, h[2], 2));
+	CHECK(jf_wheel_next_deadline(w) == 1005);
+
+	/* make 1005 and 1012 due, pop one, then a past due joins the ready part */
+	CHECK(jf_wheel_advance(w, 1015, out, 1) == 1 && out[0].id == 6);
+	CHECK(jf_wheel_insert(w, 10, 1001, &h[10]) == JF_WHEEL_OK);
+	CHECK(jf_wheel_insert(w, 11, 1021, &h[11]) == JF_WHEEL_OK);
+	CHECK(jf_wheel_count(w) == 5);
+	n = jf_wheel_advance(w, 1015, out, 16);
+	CHECK(n == 2 && out[0].id == 3 && out[1].id == 10);
+	CHECK(jf_wheel_next_deadline(w) == 1020);
+	n = jf_wheel_advance(w, 1030, out, 16);
+	CHECK(n == 3 && out[0].id == 1 && out[1].id == 11 && out[2].id == 5);
+	CHECK(jf_wheel_count(w) == 0);
+
+	/* partial pops leave a head whose prev is stale: cancel it, then more */
+	for (int i = 0; i < 6; i++)
+		CHECK(jf_wheel_insert(w, 100 + i, 1031 + i % 2, &h[i]) == JF_WHEEL_OK);
+	CHECK(jf_wheel_advance(w, 1040, out, 2) == 2);
+	CHECK(out[0].id == 100 && out[1].id == 102);
+	CHECK(jf_wheel_cancel(w, h[4], 104));	/* the head now */
+	CHECK(jf_wheel_cancel(w, h[3], 103));	/* the tail */
+	CHECK(jf_wheel_insert(w, 106, 1000, NULL) == JF_WHEEL_OK);
+	n = jf_wheel_advance(w, 1040, out, 16);
+	CHECK(n == 3 && out[0].id == 101 && out[1].id == 105 && out[2].id == 106);
+	CHECK(jf_wheel_cancel(w, h[0], 100) == false);
+	CHECK(jf_wheel_count(w) == 0 && jf_wheel_next_deadline(w) == INT64_MAX);
+	jf_wheel_destroy(w);
+}
+
+/*
+ * Cascades move runs of entries bound for the same list at once.  Runs
+ * form and break in every way: many entries per due (one run per lower
+ * slot), dues interleaved (runs of one), entries adjacent in the pool and
+ * not (cancels and reuse in between), and dues equal to a slot's start
+ * (runs onto the ready list).  Every entry must fire at its due, in (due,
+ * insertion) order.
+ */
+static void
+test_cascade_runs(void)
+{
+	JfWheel    *w = jf_wheel_create(0, DAY, 0);
+	JfWheelExpired out[64];
+	uint32_t   *h = malloc(40000 * sizeof(uint32_t));
+	int64_t    *due = malloc(40000 * sizeof(int64_t));
+	int64_t		last_due = -1;
+	uint64_t	last_id = 0;
+	long		fired = 0,
+				cancelled = 0;
+	bool		ok = true;
+
+	for (int i = 0; i < 40000; i++)
+	{
+		switch (i % 4)
+		{
+			case 0:				/* sorted, many per ms */
+				due[i] = 300000 + i / 40;
+				break;
+			case 1:				/* interleaved */
+				due[i] = 300000 + (i * 7919) % 700000;
+				break;
+			case 2:				/* level starts */
+				due[i] = (int64_t) 262144 * (1 + i % 3) + 4096 * (i % 5);
+				break;
+			default:			/* ragged */
+				due[i] = 1 + (i * 104729) % 2000000;
+				break;
+		}
+		if (jf_wheel_insert(w, i, due[i], &h[i]) != JF_WHEEL_OK)
+			ok = false;
+		/* cancel some, so that later entries reuse scattered handles */
+		if (i % 13 == 5 && i > 100)
+		{
+			if (!jf_wheel_cancel(w, h[i - 97], i - 97))
+				ok = false;
+			due[i - 97] = -1;
+			cancelled++;
+		}
+	}
+	CHECK(ok);
+	for (int64_t t = 0, prev_t = -1;; prev_t = t, t += 1 + t % 3000)
+	{
+		size_t		n;
+
+		if (t > 2000000)
+			t = 2000000;
+		while ((n = jf_wheel_advance(w, t, out, 64)) > 0)
+		{
+			for (size_t k = 0; k < n; k++)
+			{
+				uint64_t	id = out[k].id;
+
+				/* live, at its due, not early, not late, in order */
+				if (id >= 40000 || due[id] != out[k].due_ms ||
+					out[k].due_ms > t || out[k].due_ms <= prev_t ||
+					out[k].due_ms < last_due ||
+					(out[k].due_ms == last_due && id < last_id))
+					ok = false;
+				last_due = out[k].due_ms;
+				last_id = id;
+				due[id] = -2;
+				fired++;
+			}
+		}
+		if (t == 2000000)
+			break;
+	}
+	CHECK(ok);
+	CHECK(fired + cancelled == 40000);
+	CHECK(jf_wheel_count(w) == 0);
+	free(h);
+	free(due);
+	jf_wheel_destroy(w);
+}
+
+/*
+ * Chunks come from 4-chunk slabs.  Growing across several slabs, draining
+ * (by advance and by cancel) and growing again must keep memory at what
+ * the chunks in use hold, with one chunk of hysteresis at every boundary,
+ * including slab boundaries.
+ */
+static void
+test_pool_slabs(void)
+{
+	JfWheel    *w = jf_wheel_create(0, HOUR, 0);
+	const size_t chunk = 65536;
+	uint32_t   *h = malloc(10 * chunk * sizeof(uint32_t));
+	JfWheelExpired out[512];
+	size_t		one,
+				m,
+				n,
+				got = 0;
+	bool		ok = true;
+
+	jf_wheel_insert(w, 0, 5, &h[0]);
+	one = jf_wheel_memory(w);
+	for (size_t i = 1; i < 9 * chunk; i++)
+		jf_wheel_insert(w, i, 10 + i % 1000, &h[i]);
+	m = jf_wheel_memory(w);
+	CHECK(m - one == 8 * chunk * 24);
+
+	/*
+	 * Hover around the boundary of chunk 8, the first of the third slab:
+	 * its chunk stays while the others have less than a chunk free.
+	 */
+	for (int r = 0; r < 20; r++)
+	{
+		for (size_t i = 8 * chunk - 10; i < 9 * chunk; i++)
+			ok &= jf_wheel_cancel(w, h[i], i);
+		ok &= jf_wheel_memory(w) == m;
+		for (size_t i = 8 * chunk - 10; i < 9 * chunk; i++)
+			ok &= jf_wheel_insert(w, i, 10 + i % 1000, &h[i]) == JF_WHEEL_OK;
+	}
+	CHECK(ok);
+	CHECK(jf_wheel_count(w) == 9 * chunk);
+	CHECK(jf_wheel_memory(w) == m);
+	/*
+	 * Two chunks' worth less in use: chunk 8 (and with it the third slab)
+	 * goes, empty chunk 7 stays as the one chunk of slack.
+	 */
+	for (size_t i = 7 * chunk; i < 9 * chunk; i++)
+		ok &= jf_wheel_cancel(w, h[i], i);
+	CHECK(ok);
+	CHECK(jf_wheel_memory(w) == m - chunk * 24);
+	for (size_t i = 7 * chunk; i < 9 * chunk; i++)
+		ok &= jf_wheel_insert(w, i, 10 + i % 1000, &h[i]) == JF_WHEEL_OK;
+	CHECK(ok);
+	CHECK(jf_wheel_memory(w) == m);
+
+	/* drain by advance: back to one chunk */
+	while ((n = jf_wheel_advance(w, HOUR, out, 512)) > 0)
+		got += n;
+	CHECK(got == 9 * chunk);
+	CHECK(jf_wheel_memory(w) == one);
+
+	/* grow again (handles reused first), then drain by cancel */
+	for (size_t i = 0; i < 10 * chunk; i++)
+		ok &= jf_wheel_insert(w, i, HOUR + 1 + i % 777, &h[i]) == JF_WHEEL_OK;
+	CHECK(ok);
+	CHECK(jf_wheel_memory(w) == m + chunk * 24);
+	for (size_t i = 0; i < 10 * chunk; i++)
+		ok &= jf_wheel_cancel(w, h[i], i);
+	CHECK(ok);
+	CHECK(jf_wheel_count(w) == 0);
+	CHECK(jf_wheel_memory(w) == one);
+	/* and destroy with a partly used slab */
+	for (size_t i = 0; i < 5 * chunk; i++)
+		jf_wheel_insert(w, i, HOUR + 2000 + i % 5, NULL);
+	CHECK(jf_wheel_count(w) == 5 * chunk);
+	free(h);
+	jf_wheel_destroy(w);
+}
+
+/*
  * Without cancels next_deadline is exact; after cancelling the earliest
  * entry of a coarse slot, sleeping until it and advancing converges on the
  * true earliest due in at most one vain wake-up per level.
@@ -791,6 +1020,9 @@ main(int argc, char **argv)
 	test_stale_handles();
 	test_shrink();
 	test_next_deadline();
+	test_level0_list();
+	test_cascade_runs();
+	test_pool_slabs();
 
 	CHECK(random_run(0, 63, 1500000 * scale, 0, 1));
 	CHECK(random_run(-5000, 64, 1500000 * scale, 0, 2));
