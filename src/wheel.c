@@ -11,20 +11,34 @@
  * slot are a function of (e, d) only, and the slot starts after e.  Each
  * level keeps a 64-bit occupancy bitmap, so the next non-empty slot is one
  * rotate and count-trailing-zeros away, and the lowest non-empty level
- * always holds the earliest entries.  When the clock reaches the start of
- * a non-empty slot the slot is emptied: at level 0 its whole list is due
- * (spliced in O(1) onto the "ready" list), above it each entry moves to a
- * lower level (lazy cascading: at most once per level).  The top level
- * wraps around; the number of levels is chosen from the horizon so that a
- * top-level slot can never hold two rotations.
+ * always holds the earliest entries.  The top level wraps around; the
+ * number of levels is chosen from the horizon so that a top-level slot can
+ * never hold two rotations.
+ *
+ * Level 0 and the entries already due ("ready", not yet returned) form one
+ * doubly linked list in firing order: the ready part first, then each
+ * occupied level-0 slot as a contiguous stretch (the slot's head and tail
+ * mark it).  So when the clock passes level-0 slots they become due by
+ * moving the ready part's end, O(1) per advance whatever their number.
+ * Slots of level 1 and up are lists of their own; when the clock reaches
+ * one it is emptied into lower levels (lazy cascading: an entry is touched
+ * at most once per level), moving runs of consecutive entries bound for
+ * the same list in one splice.
  *
  * Entries are 24 bytes (id, absolute due, next, prev) in a pool of chunks
  * of 65536, addressed by uint32 index: no per-entry malloc and no pointer
- * per entry.  Lists are doubly linked so cancel is O(1); the list an entry
- * is on is recomputed from its due instead of being stored.  Allocation
- * prefers the lowest chunk with room, so a draining wheel empties its
- * trailing chunks, which are then freed (with one chunk of slack so that
- * hovering around a boundary does not thrash malloc).
+ * per entry.  Cancel is O(1); the list an entry is on is recomputed from
+ * its due instead of being stored.  Allocation prefers the lowest chunk
+ * with room, so a draining wheel empties its trailing chunks, which are
+ * then released (with one chunk of slack so that hovering around a
+ * boundary does not map and unmap memory on every other insert).  Chunks
+ * are carved out of 6 MB slabs, 2 MB-aligned and advised for transparent
+ * huge pages, which makes the first touch of a chunk far cheaper.
+ *
+ * The expiry path is written for the common case of tasks loaded in due
+ * order (the worker reads them ORDER BY run_at), where successive entries
+ * of a list are neighbours in the pool; other orders are correct, only
+ * slower.
  *
  *-------------------------------------------------------------------------
  */
@@ -138,9 +152,9 @@ rotr64(uint64_t x, unsigned c)
 }
 
 /*
- * The earliest non-empty slot: the lowest non-empty level, first occupied
- * slot after the clock's own digit.  Returns false if the wheel proper is
- * empty.  *start gets the slot's start (relative ms).  Slots never hold
+ * The earliest non-empty slot at level from or above: the lowest non-empty
+ * level, first occupied slot after the clock's own digit.  Returns false if
+ * those levels are empty.  *start gets the slot's start (relative ms).  Slots never hold
  * entries due at or before elapsed, so the clock's own slot is never
  * occupied, and at the top level a slot behind the clock's digit belongs
  * to the next rotation.

@@ -42,6 +42,11 @@
  * level; jf_wheel_next_deadline() is O(levels); advancing over empty time
  * costs the same whatever its length.  Memory: 24 bytes per entry, in
  * chunks of 65536 entries (1.5 MB), freed again as the wheel drains.
+ * Chunks are carved out of 6 MB slabs of address space (2 MB-aligned and
+ * advised for transparent huge pages, so that filling fresh chunks costs
+ * few page faults); pages are only backed as entries are handed out, but
+ * with huge pages granted a wheel in use holds at least 2 MB.
+ * jf_wheel_memory() counts chunks in use, not slab address space.
  *
  *-------------------------------------------------------------------------
  */
