@@ -194,14 +194,19 @@ claim_and_submit(WorkerState *ws, Datum *ids, int n, int64 now_ms)
 	jf_xact_begin("jobflow: claim due tasks");
 	if (claim_plan == NULL)
 	{
-		SPIPlanPtr	plan = SPI_prepare(
+		/*
+		 * A generic plan: planned for the actual values, a burst makes the
+		 * run_at index look cheaper than the primary key, and each claim
+		 * then filters every due task instead of fetching its ids.
+		 */
+		SPIPlanPtr	plan = SPI_prepare_cursor(
 			"UPDATE jobflow.tasks t"
 			"   SET state = 'running', attempts = t.attempts + 1,"
 			"       updated_at = pg_catalog.now()"
 			" WHERE t.id = ANY($1) AND t.state = 'pending' AND t.run_at <= $2"
 			" RETURNING t.id, t.attempts, t.max_attempts, t.owner, t.run_at,"
 			"           t.url, t.method, t.headers, t.body, t.content_type, t.timeout_ms",
-			2, types);
+			2, types, CURSOR_OPT_GENERIC_PLAN);
 
 		if (plan == NULL)
 			elog(ERROR, "could not prepare the claim statement: %s",
@@ -260,6 +265,8 @@ dispatch_due(WorkerState *ws, int64 now_ms)
 			ids[i] = Int64GetDatum((int64) expired[i].id);
 		}
 		claim_and_submit(ws, ids, (int) n, now_ms);
+		/* start these requests before claiming the next batch */
+		dispatch_collect(ws);
 		if ((int) n < room)
 			break;
 	}

@@ -22,6 +22,9 @@
 #include "worker.h"
 
 #include <sys/resource.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "access/xact.h"
 #include "commands/async.h"
@@ -123,6 +126,11 @@ detach_shared(int code, Datum arg)
 	SpinLockRelease(&jobflow_shared->mutex);
 	pg_atomic_write_u64(&jobflow_shared->horizon_end_ms, 0);
 	pg_atomic_write_u64(&jobflow_shared->notify_before_ms, 0);
+	pg_atomic_write_u64(&jobflow_shared->wheel_tasks, 0);
+	pg_atomic_write_u64(&jobflow_shared->wheel_bytes, 0);
+	pg_atomic_write_u64(&jobflow_shared->in_flight, 0);
+	pg_atomic_write_u64(&jobflow_shared->queued, 0);
+	pg_atomic_write_u64(&jobflow_shared->buffered_rows, 0);
 }
 
 static bool
@@ -189,6 +197,19 @@ raise_fd_limit(void)
 				 errhint("Raise the open files limit of the server, or lower jobflow.max_concurrent_requests.")));
 }
 
+/*
+ * A burst leaves malloc holding the memory of thousands of requests and
+ * responses (libcurl's, not palloc's): hand it back once the backlog has
+ * drained, so an idle worker stays small.
+ */
+static void
+release_memory(void)
+{
+#ifdef __GLIBC__
+	malloc_trim(0);
+#endif
+}
+
 /* Milliseconds to sleep until deadline_ms, rounded up: never wake early. */
 static long
 ms_until(int64 deadline_ms)
@@ -237,6 +258,7 @@ jobflow_worker_main(Datum main_arg)
 {
 	WorkerState ws;
 	WaitEventSet *wes;
+	bool		busy = false;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, handle_sigterm);
@@ -291,6 +313,7 @@ jobflow_worker_main(Datum main_arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			raise_fd_limit();
 			dispatch_reconfigure(&ws);
 		}
 		if (notifyInterruptPending)
@@ -303,6 +326,13 @@ jobflow_worker_main(Datum main_arg)
 		if (jf_now_ms() >= log_writer_deadline())
 			log_writer_flush();
 		worker_publish_stats(&ws);
+		if (jf_http_in_flight(ws.http) + jf_http_queued(ws.http) > 0)
+			busy = true;
+		else if (busy && log_writer_buffered() == 0)
+		{
+			release_memory();
+			busy = false;
+		}
 
 		deadline = Min(ws.next_housekeeping_ms, log_writer_deadline());
 		if (!throttled)
