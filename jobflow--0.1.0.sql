@@ -81,8 +81,9 @@ CREATE TRIGGER task_check
 	FOR EACH ROW EXECUTE FUNCTION jobflow._task_check();
 
 /*
- * The latest run_at the worker wants to hear about: the end of its wheel's
- * horizon while it runs, infinity when no worker is attached.
+ * The due time before which a new task must wake the worker: a few
+ * reconcile intervals ahead while it runs (later tasks are loaded by its
+ * rolling rescan), infinity when no worker is attached.
  */
 CREATE FUNCTION jobflow._wake_horizon()
 RETURNS timestamptz
@@ -91,37 +92,17 @@ LANGUAGE C STABLE PARALLEL SAFE;
 
 /*
  * Statement-level wake-up: one NOTIFY per statement that leaves pending
- * tasks due within the worker's horizon, carrying the range of their ids.
- * NOTIFY is delivered at commit only, so a rolled-back task never wakes
- * the worker.
+ * tasks due before jobflow._wake_horizon(), carrying the range of their
+ * ids ("<first> <last>"), gathered by the row trigger above.  NOTIFY is
+ * delivered at commit only, so a rolled-back task never wakes the worker.
  */
 CREATE FUNCTION jobflow._notify_worker()
 RETURNS trigger
-LANGUAGE plpgsql
-AS $$
-DECLARE
-	horizon timestamptz := jobflow._wake_horizon();
-	lo bigint;
-	hi bigint;
-BEGIN
-	SELECT pg_catalog.min(n.id), pg_catalog.max(n.id) INTO lo, hi
-	  FROM changed_tasks n
-	 WHERE n.state = 'pending' AND n.run_at < horizon;
-	IF lo IS NOT NULL THEN
-		PERFORM pg_catalog.pg_notify('jobflow', lo::text || ' ' || hi::text);
-	END IF;
-	RETURN NULL;
-END
-$$;
+AS 'MODULE_PATHNAME', 'jobflow_notify_worker'
+LANGUAGE C;
 
-CREATE TRIGGER notify_worker_insert
-	AFTER INSERT ON jobflow.tasks
-	REFERENCING NEW TABLE AS changed_tasks
-	FOR EACH STATEMENT EXECUTE FUNCTION jobflow._notify_worker();
-
-CREATE TRIGGER notify_worker_update
-	AFTER UPDATE ON jobflow.tasks
-	REFERENCING NEW TABLE AS changed_tasks
+CREATE TRIGGER notify_worker
+	AFTER INSERT OR UPDATE ON jobflow.tasks
 	FOR EACH STATEMENT EXECUTE FUNCTION jobflow._notify_worker();
 
 /*

@@ -196,12 +196,12 @@ jobflow_shmem_startup(void)
  * NOTIFY spares them its cluster-wide lock, held through the commit's WAL
  * flush.  With no worker attached every pending task is announced.
  */
-PG_FUNCTION_INFO_V1(jobflow_wake_horizon);
-Datum
-jobflow_wake_horizon(PG_FUNCTION_ARGS)
+TimestampTz
+jobflow_notify_before(void)
 {
 	uint64		end_ms = 0;
 	pid_t		pid = 0;
+	TimestampTz result;
 
 	if (jobflow_shared != NULL)
 	{
@@ -212,13 +212,18 @@ jobflow_wake_horizon(PG_FUNCTION_ARGS)
 	}
 	if (pid == 0 || end_ms == 0)
 	{
-		TimestampTz inf;
-
-		TIMESTAMP_NOEND(inf);
-		PG_RETURN_TIMESTAMPTZ(inf);
+		TIMESTAMP_NOEND(result);
+		return result;
 	}
-	PG_RETURN_TIMESTAMPTZ((TimestampTz) ((int64) end_ms -
-										 (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000) * 1000);
+	return (TimestampTz) ((int64) end_ms * 1000 -
+						  (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY);
+}
+
+PG_FUNCTION_INFO_V1(jobflow_wake_horizon);
+Datum
+jobflow_wake_horizon(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TIMESTAMPTZ(jobflow_notify_before());
 }
 
 static Datum

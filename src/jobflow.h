@@ -17,6 +17,7 @@
 #include "port/atomics.h"
 #include "storage/latch.h"
 #include "storage/spin.h"
+#include "datatype/timestamp.h"
 
 #define JOBFLOW_VERSION "0.1.0"
 #define JOBFLOW_CHANNEL "jobflow"
@@ -69,6 +70,9 @@ typedef struct JobflowShared
 } JobflowShared;
 
 extern JobflowShared *jobflow_shared;
+
+/* jobflow.c: the due time before which new tasks must wake the worker */
+extern TimestampTz jobflow_notify_before(void);
 
 /* true in the jobflow worker process only (worker.c) */
 extern bool jobflow_am_worker;

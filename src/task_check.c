@@ -20,14 +20,17 @@
 #include "access/detoast.h"
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
+#include "commands/async.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
 #include "utils/timestamp.h"
 
 #define URL_MAX_LENGTH		8192
@@ -36,9 +39,10 @@
 #define TIMEOUT_MAX_MS		3600000
 #define ATTEMPTS_MAX		1000
 
-/* Column numbers of jobflow.tasks, looked up by name once per call. */
+/* Column numbers of jobflow.tasks (or of a row with the same columns). */
 typedef struct TaskColumns
 {
+	int			id;
 	int			url;
 	int			method;
 	int			headers;
@@ -64,7 +68,7 @@ static const char *const reserved_headers[] = {
 	"proxy-authorization", NULL
 };
 
-static void lookup_columns(TupleDesc desc, TaskColumns *cols);
+static void lookup_columns(Relation rel, TaskColumns *cols);
 static void check_url(const char *url);
 static char *check_method(const char *method);
 static void check_header_value(const char *what, const char *value, int len);
@@ -109,10 +113,28 @@ lookup_request_columns(TupleDesc desc, TaskColumns *cols, bool optional)
 		column_number(desc, "state");
 }
 
+/*
+ * The trigger runs for every row of a bulk INSERT: look the columns up once
+ * per relation, not once per row.  A cached entry stays right as long as
+ * the relation and its number of attributes are the same.
+ */
 static void
-lookup_columns(TupleDesc desc, TaskColumns *cols)
+lookup_columns(Relation rel, TaskColumns *cols)
 {
-	lookup_request_columns(desc, cols, false);
+	static Oid	cached_relid = InvalidOid;
+	static int	cached_natts = 0;
+	static TaskColumns cached;
+	TupleDesc	desc = RelationGetDescr(rel);
+
+	if (cached_relid != RelationGetRelid(rel) || cached_natts != desc->natts)
+	{
+		cached_relid = InvalidOid;
+		lookup_request_columns(desc, &cached, false);
+		cached.id = column_number(desc, "id");
+		cached_relid = RelationGetRelid(rel);
+		cached_natts = desc->natts;
+	}
+	*cols = cached;
 }
 
 /*
@@ -377,8 +399,16 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("HTTP method must not be null")));
-	repl[cols->method - 1] = CStringGetTextDatum(check_method(TextDatumGetCString(d)));
-	replace[cols->method - 1] = true;
+	{
+		char	   *given = TextDatumGetCString(d);
+		char	   *method = check_method(given);
+
+		if (strcmp(method, given) != 0)
+		{
+			repl[cols->method - 1] = CStringGetTextDatum(method);
+			replace[cols->method - 1] = true;
+		}
+	}
 
 	if (cols->run_at > 0)
 	{
@@ -539,6 +569,43 @@ jobflow_check_request_row(HeapTuple tuple, TupleDesc desc, bool is_insert,
 	check_task(tuple, desc, &cols, is_insert, repl, repl_null, replace);
 }
 
+/*
+ * What the statement trigger announces: the ids and earliest due time of
+ * the pending rows the current statement wrote.  The row trigger fills it,
+ * so the statement trigger needs no transition table (which would copy
+ * every row of a bulk INSERT into a tuplestore).  It belongs to one local
+ * transaction; rows of a statement that failed inside a savepoint only
+ * widen the next announcement, and loading filters by state anyway.
+ */
+static struct
+{
+	LocalTransactionId lxid;
+	int64		min_id;
+	int64		max_id;
+	TimestampTz min_run_at;
+	bool		any;
+}			announce;
+
+static void
+announce_row(HeapTuple tuple, TupleDesc desc, TaskColumns *cols)
+{
+	bool		isnull;
+	int64		id = DatumGetInt64(get_column(tuple, desc, cols->id, &isnull));
+	TimestampTz run_at = DatumGetTimestampTz(get_column(tuple, desc, cols->run_at, &isnull));
+
+	if (!announce.any || announce.lxid != MyProc->lxid)
+	{
+		announce.lxid = MyProc->lxid;
+		announce.min_id = announce.max_id = id;
+		announce.min_run_at = run_at;
+		announce.any = true;
+		return;
+	}
+	announce.min_id = Min(announce.min_id, id);
+	announce.max_id = Max(announce.max_id, id);
+	announce.min_run_at = Min(announce.min_run_at, run_at);
+}
+
 PG_FUNCTION_INFO_V1(jobflow_task_check);
 Datum
 jobflow_task_check(PG_FUNCTION_ARGS)
@@ -546,11 +613,15 @@ jobflow_task_check(PG_FUNCTION_ARGS)
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	TupleDesc	desc;
 	HeapTuple	tuple;
+	HeapTuple	result;
 	TaskColumns cols;
 	Datum	   *repl;
 	bool	   *repl_null;
 	bool	   *replace;
+	bool		is_insert;
+	bool		pending;
 	bool		isnull;
+	int			i;
 
 	if (!CALLED_AS_TRIGGER(fcinfo) ||
 		!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
@@ -558,15 +629,15 @@ jobflow_task_check(PG_FUNCTION_ARGS)
 		elog(ERROR, "jobflow_task_check: must be fired before each row");
 
 	desc = trigdata->tg_relation->rd_att;
-	lookup_columns(desc, &cols);
-	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
-		trigdata->tg_newtuple : trigdata->tg_trigtuple;
+	lookup_columns(trigdata->tg_relation, &cols);
+	is_insert = TRIGGER_FIRED_BY_INSERT(trigdata->tg_event);
+	tuple = is_insert ? trigdata->tg_trigtuple : trigdata->tg_newtuple;
 
 	repl = palloc0(desc->natts * sizeof(Datum));
 	repl_null = palloc0(desc->natts * sizeof(bool));
 	replace = palloc0(desc->natts * sizeof(bool));
 
-	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+	if (!is_insert)
 	{
 		check_transition(trigdata->tg_trigtuple, tuple, desc, &cols);
 		repl[cols.updated_at - 1] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
@@ -574,10 +645,50 @@ jobflow_task_check(PG_FUNCTION_ARGS)
 	}
 
 	/* a pending task is about to be fired: hold it to the rules again */
-	if (strcmp(state_name(get_column(tuple, desc, cols.state, &isnull)), "pending") == 0 ||
-		TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
-		check_task(tuple, desc, &cols, TRIGGER_FIRED_BY_INSERT(trigdata->tg_event),
-				   repl, repl_null, replace);
+	pending = strcmp(state_name(get_column(tuple, desc, cols.state, &isnull)), "pending") == 0;
+	if (pending || is_insert)
+		check_task(tuple, desc, &cols, is_insert, repl, repl_null, replace);
 
-	return PointerGetDatum(heap_modify_tuple(tuple, desc, repl, repl_null, replace));
+	result = tuple;
+	for (i = 0; i < desc->natts; i++)
+	{
+		if (replace[i])
+		{
+			result = heap_modify_tuple(tuple, desc, repl, repl_null, replace);
+			break;
+		}
+	}
+	if (pending)
+		announce_row(result, desc, &cols);
+	return PointerGetDatum(result);
+}
+
+/*
+ * AFTER statement trigger: NOTIFY jobflow '<min id> <max id>' when the
+ * statement left pending tasks due before the worker wants to hear of
+ * them.  NOTIFY is delivered at commit, so a rolled-back task never wakes
+ * the worker.
+ */
+PG_FUNCTION_INFO_V1(jobflow_notify_worker);
+Datum
+jobflow_notify_worker(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event))
+		elog(ERROR, "jobflow_notify_worker: must be fired after each statement");
+
+	if (announce.any && announce.lxid == MyProc->lxid &&
+		announce.min_run_at < jobflow_notify_before())
+	{
+		char		payload[64];
+
+		snprintf(payload, sizeof(payload), INT64_FORMAT " " INT64_FORMAT,
+				 announce.min_id, announce.max_id);
+		Async_Notify(JOBFLOW_CHANNEL, payload);
+	}
+	announce.any = false;
+	return PointerGetDatum(NULL);
 }
