@@ -35,6 +35,9 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# PGXS does not track headers: a changed struct must rebuild every module
+$(OBJS): $(wildcard $(srcdir)/src/*.h)
+
 unit:
 	$(MAKE) -C test/unit check
 
