@@ -524,3 +524,15 @@ GRANT EXECUTE ON FUNCTION
 	jobflow.set_cron_active(text, boolean)
 	TO jobflow_user, jobflow_admin;
 /* jobflow._materialize_cron is for the worker (and superusers) only */
+
+/* Tasks only fire in the database the worker serves: say so at once. */
+DO $$
+BEGIN
+	IF pg_catalog.current_database() <> pg_catalog.current_setting('jobflow.database_name') THEN
+		RAISE WARNING 'jobflow''s worker runs in database "%", not in "%"',
+			pg_catalog.current_setting('jobflow.database_name'), pg_catalog.current_database()
+			USING DETAIL = 'Tasks scheduled in this database will not fire.',
+				  HINT = 'Set jobflow.database_name to this database and restart the server, or create the extension in that database.';
+	END IF;
+END
+$$;
