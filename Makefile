@@ -21,6 +21,8 @@ OBJS = \
 	src/log_writer.o \
 	src/wheel.o \
 	src/http.o \
+	src/http_queue.o \
+	src/http_request.o \
 	src/cron.o \
 	src/cron_sql.o
 

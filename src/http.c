@@ -10,146 +10,36 @@
  * timer as an absolute monotonic deadline.
  *
  * Admission control is ours, not curl's: a request waits in a per-host
- * FIFO (host = scheme://host:port) until both the global cap and its
- * host's cap allow it, and only then is its easy handle added to the multi
- * handle, so CURLOPT_TIMEOUT_MS counts from the real start.  Hosts that
- * can start something sit in a binary min-heap keyed by the sequence
- * number of their oldest waiting request: the next request started is the
- * oldest one whose host is not saturated, so a dead host full of hung
- * requests never holds back other hosts.
- *
- * Finished requests move to a result FIFO.  The result lives inside the
- * request struct, so finishing needs no allocation and cannot be lost to
- * OOM.  Easy handles are recycled; connections and DNS entries are cached
- * by the multi handle.
+ * FIFO until both the global cap and its host's cap allow it, and only
+ * then is its easy handle added to the multi handle, so CURLOPT_TIMEOUT_MS
+ * counts from the real start (http_queue.c).  Finished requests move to a
+ * result FIFO (http_request.c, which also sets up each transfer).  This
+ * file holds the public API: life cycle, submission, driving curl and
+ * handing out results.  Connections and DNS entries are cached by the
+ * multi handle.
  *
  *-------------------------------------------------------------------------
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <strings.h>
 #include <sys/epoll.h>
-#include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
+#include "http_internal.h"
 
-#include "http.h"
-
-#define JF_EASY_POOL_MAX	256
 #define JF_EPOLL_BATCH		256
-#define JF_RETRY_AFTER_MAX_S	(365LL * 24 * 3600)
-
-typedef struct JfHost JfHost;
-
-typedef struct JfReq
-{
-	struct JfReq *next;			/* host FIFO, active list or result FIFO */
-	struct JfReq *prev;			/* active list only */
-	uint64_t	seq;			/* submission order */
-	JfHost	   *host;			/* NULL once released or if never queued */
-	CURL	   *easy;
-	char	   *url;
-	const char *method;			/* static canonical name */
-	struct curl_slist *headers;
-	char	   *body;
-	size_t		body_len;
-	int			timeout_ms;
-	char	   *secret_user;	/* URL credentials, only to scrub errors */
-	char	   *secret_pass;
-	size_t		max_body;		/* excerpt cap, fixed when started */
-	size_t		buf_cap;
-	char		errbuf[CURL_ERROR_SIZE];
-	JfHttpResult res;
-} JfReq;
-
-struct JfHost
-{
-	JfHost	   *hnext;			/* hash chain */
-	uint32_t	hash;
-	int			active;			/* requests of this host in flight */
-	int			heap_idx;		/* -1 when not in the heap */
-	JfReq	   *head;			/* waiting requests, oldest first */
-	JfReq	   *tail;
-	char		key[];
-};
-
-struct JfHttp
-{
-	CURLM	   *multi;
-	int			epfd;
-	int			max_concurrent;
-	int			max_per_host;
-	size_t		max_response_bytes;
-	int			max_redirects;
-	char	   *user_agent;
-	char	   *proxy;
-	bool		timer_set;
-	int64_t		timer_deadline_us;	/* CLOCK_MONOTONIC */
-	uint64_t	next_seq;
-	JfHost	  **buckets;
-	size_t		nbuckets;		/* power of two */
-	size_t		nhosts;
-	JfHost	  **heap;			/* capacity always >= nhosts */
-	size_t		heap_len;
-	size_t		heap_cap;
-	JfReq	   *active;			/* doubly linked */
-	int			nactive;
-	int			nqueued;
-	JfReq	   *done_head;
-	JfReq	   *done_tail;
-	CURL	   *pool[JF_EASY_POOL_MAX];
-	int			npool;
-};
-
-static const char *const jf_methods[] = {
-	"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"
-};
 
 /* Marker stored as curl's per-socket pointer: "registered in epoll". */
 static char jf_sock_registered;
 
-static void start_queued(JfHttp *h);
-
-static int64_t
-now_mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int64_t
-now_wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
+/* Callers may pass no buffer; messages are cut to fit. */
 static void
 set_err(char *errbuf, size_t errlen, const char *msg)
 {
 	if (errbuf && errlen > 0)
 		snprintf(errbuf, errlen, "%s", msg);
-}
-
-/* strdup that maps NULL to NULL, so callers can tell OOM from "unset". */
-static bool
-dup_opt(const char *s, char **out)
-{
-	*out = NULL;
-	if (s == NULL)
-		return true;
-	*out = strdup(s);
-	return *out != NULL;
 }
 
 /*
@@ -182,462 +72,11 @@ jf_http_global_init(char *errbuf, size_t errlen)
 	return true;
 }
 
+/* Only at process exit, after every dispatcher is destroyed. */
 void
 jf_http_global_cleanup(void)
 {
 	curl_global_cleanup();
-}
-
-/* ---------------------------------------------------------------------
- * Host table and the heap of hosts that can start a request
- * ---------------------------------------------------------------------
- */
-
-static uint32_t
-hash_key(const char *s)
-{
-	uint32_t	x = 2166136261u;
-
-	for (; *s; s++)
-		x = (x ^ (unsigned char) *s) * 16777619u;
-	return x;
-}
-
-static bool
-heap_less(const JfHost *a, const JfHost *b)
-{
-	return a->head->seq < b->head->seq;
-}
-
-static void
-heap_place(JfHttp *h, size_t i, JfHost *host)
-{
-	h->heap[i] = host;
-	host->heap_idx = (int) i;
-}
-
-static void
-heap_sift_up(JfHttp *h, size_t i)
-{
-	JfHost	   *x = h->heap[i];
-
-	while (i > 0)
-	{
-		size_t		parent = (i - 1) / 2;
-
-		if (!heap_less(x, h->heap[parent]))
-			break;
-		heap_place(h, i, h->heap[parent]);
-		i = parent;
-	}
-	heap_place(h, i, x);
-}
-
-static void
-heap_sift_down(JfHttp *h, size_t i)
-{
-	JfHost	   *x = h->heap[i];
-
-	for (;;)
-	{
-		size_t		c = 2 * i + 1;
-
-		if (c >= h->heap_len)
-			break;
-		if (c + 1 < h->heap_len && heap_less(h->heap[c + 1], h->heap[c]))
-			c++;
-		if (!heap_less(h->heap[c], x))
-			break;
-		heap_place(h, i, h->heap[c]);
-		i = c;
-	}
-	heap_place(h, i, x);
-}
-
-/*
- * Re-establish "host is in the heap iff it has a waiting request and a
- * free slot", and its position, after anything about it changed.  Never
- * allocates: heap capacity is reserved when the host is created.
- */
-static void
-heap_fix(JfHttp *h, JfHost *host)
-{
-	bool		want = host->head != NULL && host->active < h->max_per_host;
-
-	if (want && host->heap_idx < 0)
-	{
-		heap_place(h, h->heap_len++, host);
-		heap_sift_up(h, h->heap_len - 1);
-	}
-	else if (!want && host->heap_idx >= 0)
-	{
-		size_t		i = (size_t) host->heap_idx;
-		JfHost	   *last = h->heap[--h->heap_len];
-
-		host->heap_idx = -1;
-		if (i < h->heap_len)
-		{
-			heap_place(h, i, last);
-			heap_sift_up(h, i);
-			heap_sift_down(h, (size_t) last->heap_idx);
-		}
-	}
-	else if (want)
-	{
-		heap_sift_up(h, (size_t) host->heap_idx);
-		heap_sift_down(h, (size_t) host->heap_idx);
-	}
-}
-
-static void
-host_rehash(JfHttp *h)
-{
-	size_t		n = h->nbuckets * 2;
-	JfHost	  **nb = calloc(n, sizeof(JfHost *));
-
-	if (nb == NULL)
-		return;					/* keep the old table: longer chains only */
-	for (size_t i = 0; i < h->nbuckets; i++)
-	{
-		JfHost	   *x = h->buckets[i];
-
-		while (x)
-		{
-			JfHost	   *next = x->hnext;
-
-			x->hnext = nb[x->hash & (n - 1)];
-			nb[x->hash & (n - 1)] = x;
-			x = next;
-		}
-	}
-	free(h->buckets);
-	h->buckets = nb;
-	h->nbuckets = n;
-}
-
-/* Find or create a host entry; NULL only on OOM. */
-static JfHost *
-host_get(JfHttp *h, const char *key)
-{
-	uint32_t	hv = hash_key(key);
-	JfHost	   *x;
-	size_t		klen;
-
-	for (x = h->buckets[hv & (h->nbuckets - 1)]; x; x = x->hnext)
-		if (x->hash == hv && strcmp(x->key, key) == 0)
-			return x;
-
-	if (h->heap_cap < h->nhosts + 1)
-	{
-		size_t		ncap = h->heap_cap ? h->heap_cap * 2 : 64;
-		JfHost	  **nh = realloc(h->heap, ncap * sizeof(JfHost *));
-
-		if (nh == NULL)
-			return NULL;
-		h->heap = nh;
-		h->heap_cap = ncap;
-	}
-	klen = strlen(key);
-	x = malloc(sizeof(JfHost) + klen + 1);
-	if (x == NULL)
-		return NULL;
-	memcpy(x->key, key, klen + 1);
-	x->hash = hv;
-	x->active = 0;
-	x->heap_idx = -1;
-	x->head = x->tail = NULL;
-	x->hnext = h->buckets[hv & (h->nbuckets - 1)];
-	h->buckets[hv & (h->nbuckets - 1)] = x;
-	h->nhosts++;
-	if (h->nhosts > h->nbuckets)
-		host_rehash(h);
-	return x;
-}
-
-/* Hosts are dropped when idle so that one-off hosts do not accumulate. */
-static void
-host_maybe_free(JfHttp *h, JfHost *host)
-{
-	JfHost	  **pp;
-
-	if (host->active > 0 || host->head != NULL)
-		return;
-	for (pp = &h->buckets[host->hash & (h->nbuckets - 1)]; *pp; pp = &(*pp)->hnext)
-	{
-		if (*pp == host)
-		{
-			*pp = host->hnext;
-			break;
-		}
-	}
-	h->nhosts--;
-	free(host);
-}
-
-/* ---------------------------------------------------------------------
- * Requests and results
- * ---------------------------------------------------------------------
- */
-
-static void
-req_free(JfReq *r, bool with_result_body)
-{
-	free(r->url);
-	curl_slist_free_all(r->headers);
-	free(r->body);
-	free(r->secret_user);
-	free(r->secret_pass);
-	if (with_result_body)
-		free(r->res.body);
-	free(r);
-}
-
-static void
-push_done(JfHttp *h, JfReq *r)
-{
-	r->next = NULL;
-	if (h->done_tail)
-		h->done_tail->next = r;
-	else
-		h->done_head = r;
-	h->done_tail = r;
-}
-
-/* Remove every occurrence of secret from s, replacing it with "***". */
-static void
-scrub(char *s, const char *secret)
-{
-	size_t		slen;
-	char	   *p;
-
-	if (secret == NULL || *secret == '\0')
-		return;
-	slen = strlen(secret);
-	while ((p = strstr(s, secret)) != NULL)
-	{
-		memmove(p + 3, p + slen, strlen(p + slen) + 1);
-		memcpy(p, "***", 3);
-		if (slen < 3)
-			break;				/* cannot loop on our own "***" then */
-	}
-}
-
-static void
-set_result_error(JfReq *r, int kind, const char *msg)
-{
-	r->res.error_kind = kind;
-	snprintf(r->res.error, sizeof(r->res.error), "%s", msg);
-	scrub(r->res.error, r->secret_user);
-	scrub(r->res.error, r->secret_pass);
-}
-
-static void
-recycle_easy(JfHttp *h, CURL *e)
-{
-	if (h->npool < JF_EASY_POOL_MAX)
-	{
-		curl_easy_reset(e);
-		h->pool[h->npool++] = e;
-	}
-	else
-		curl_easy_cleanup(e);
-}
-
-/*
- * Move a started (or failed-to-start) request to the result FIFO, freeing
- * its host slot.  Callers run start_queued() afterwards.
- */
-static void
-finish_req(JfHttp *h, JfReq *r)
-{
-	JfHost	   *host = r->host;
-
-	if (r->easy)
-	{
-		/* unlink from the active list */
-		if (r->prev)
-			r->prev->next = r->next;
-		else
-			h->active = r->next;
-		if (r->next)
-			r->next->prev = r->prev;
-		r->prev = NULL;
-		h->nactive--;
-		curl_multi_remove_handle(h->multi, r->easy);
-		recycle_easy(h, r->easy);
-		r->easy = NULL;
-	}
-	if (host)
-	{
-		r->host = NULL;
-		host->active--;
-		heap_fix(h, host);
-		host_maybe_free(h, host);
-	}
-	if (r->res.body)
-		r->res.body[r->res.body_len] = '\0';
-	r->res.finished_at_ms = now_wall_ms();
-	/* drop what only the transfer needed */
-	free(r->body);
-	r->body = NULL;
-	curl_slist_free_all(r->headers);
-	r->headers = NULL;
-	push_done(h, r);
-}
-
-/* Turn a finished transfer's outcome into the result fields. */
-static void
-complete_transfer(JfHttp *h, JfReq *r, CURLcode rc)
-{
-	long		status = 0;
-
-	curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
-	r->res.http_status = (int) status;
-	r->res.curl_code = (int) rc;
-	if (rc == CURLE_OK)
-		r->res.error_kind = JF_HTTP_OK;
-	else
-	{
-		int			kind;
-
-		switch (rc)
-		{
-			case CURLE_COULDNT_RESOLVE_HOST:
-			case CURLE_COULDNT_RESOLVE_PROXY:
-			case CURLE_COULDNT_CONNECT:
-				kind = JF_HTTP_CONNECT;
-				break;
-			case CURLE_OPERATION_TIMEDOUT:
-				kind = JF_HTTP_TIMEOUT;
-				break;
-			default:
-				kind = JF_HTTP_OTHER;
-				break;
-		}
-		set_result_error(r, kind, r->errbuf[0] ? r->errbuf : curl_easy_strerror(rc));
-	}
-	finish_req(h, r);
-}
-
-/* ---------------------------------------------------------------------
- * curl callbacks
- * ---------------------------------------------------------------------
- */
-
-/*
- * Keep the excerpt, read and drop the rest: returning less than we were
- * given would abort the transfer, and a big answer is still a success.
- */
-static size_t
-write_cb(char *data, size_t size, size_t nmemb, void *arg)
-{
-	JfReq	   *r = arg;
-	size_t		n = size * nmemb;
-	size_t		room = r->max_body - r->res.body_len;
-	size_t		take = n < room ? n : room;
-
-	if (take < n)
-		r->res.body_truncated = true;
-	if (take == 0)
-		return n;
-	if (r->res.body_len + take + 1 > r->buf_cap)
-	{
-		size_t		ncap = r->buf_cap ? r->buf_cap * 2 : 1024;
-		char	   *nb;
-
-		if (ncap < r->res.body_len + take + 1)
-			ncap = r->res.body_len + take + 1;
-		if (ncap > r->max_body + 1)
-			ncap = r->max_body + 1;
-		nb = realloc(r->res.body, ncap);
-		if (nb == NULL)
-		{
-			r->res.body_truncated = true;
-			return n;
-		}
-		r->res.body = nb;
-		r->buf_cap = ncap;
-	}
-	memcpy(r->res.body + r->res.body_len, data, take);
-	r->res.body_len += take;
-	return n;
-}
-
-/* Seconds or HTTP-date to a non-negative delay in ms; -1 if invalid. */
-static int64_t
-parse_retry_after(const char *v)
-{
-	if (*v >= '0' && *v <= '9')
-	{
-		int64_t		s = 0;
-
-		for (; *v >= '0' && *v <= '9'; v++)
-		{
-			if (s < JF_RETRY_AFTER_MAX_S)
-				s = s * 10 + (*v - '0');
-		}
-		if (*v != '\0')
-			return -1;
-		if (s > JF_RETRY_AFTER_MAX_S)
-			s = JF_RETRY_AFTER_MAX_S;
-		return s * 1000;
-	}
-	else
-	{
-		time_t		t = curl_getdate(v, NULL);
-		int64_t		ms;
-
-		if (t == (time_t) -1)
-			return -1;
-		ms = (int64_t) t * 1000 - now_wall_ms();
-		if (ms < 0)
-			ms = 0;
-		if (ms > JF_RETRY_AFTER_MAX_S * 1000)
-			ms = JF_RETRY_AFTER_MAX_S * 1000;
-		return ms;
-	}
-}
-
-/*
- * Headers of every response in a redirect chain pass through here; a new
- * status line starts a new response, so only the final one's Retry-After
- * and body are reported.
- */
-static size_t
-header_cb(char *data, size_t size, size_t nmemb, void *arg)
-{
-	JfReq	   *r = arg;
-	size_t		n = size * nmemb;
-	static const char name[] = "retry-after:";
-
-	if (n >= 5 && strncmp(data, "HTTP/", 5) == 0)
-	{
-		r->res.retry_after_ms = -1;
-		r->res.body_len = 0;
-		r->res.body_truncated = false;
-	}
-	else if (n > sizeof(name) - 1 && strncasecmp(data, name, sizeof(name) - 1) == 0)
-	{
-		char		val[128];
-		size_t		i = sizeof(name) - 1;
-		size_t		len;
-
-		while (i < n && (data[i] == ' ' || data[i] == '\t'))
-			i++;
-		len = n - i;
-		while (len > 0 && (data[i + len - 1] == '\r' || data[i + len - 1] == '\n' ||
-						   data[i + len - 1] == ' ' || data[i + len - 1] == '\t'))
-			len--;
-		if (len == 0 || len >= sizeof(val))
-			r->res.retry_after_ms = -1;
-		else
-		{
-			memcpy(val, data + i, len);
-			val[len] = '\0';
-			r->res.retry_after_ms = parse_retry_after(val);
-		}
-	}
-	return n;
 }
 
 /* Mirror curl's interest in a socket into our epoll set. */
@@ -689,274 +128,27 @@ timer_cb(CURLM *m, long timeout_ms, void *userp)
 	else
 	{
 		h->timer_set = true;
-		h->timer_deadline_us = now_mono_us() + (int64_t) timeout_ms * 1000;
+		h->timer_deadline_us = jf_http_now_mono_us() + (int64_t) timeout_ms * 1000;
 	}
 	return 0;
 }
 
 /* ---------------------------------------------------------------------
- * Starting requests
+ * Starting queued requests and submission
  * ---------------------------------------------------------------------
  */
-
-#define SETOPT(opt, val) \
-	do { if (curl_easy_setopt(e, opt, val) != CURLE_OK) goto fail; } while (0)
-
-/*
- * Add one request to the multi handle.  Any failure turns into a result
- * (never a silent loss); the host slot was already taken by the caller.
- */
-static void
-start_req(JfHttp *h, JfReq *r)
-{
-	CURL	   *e;
-	bool		has_body = r->body_len > 0;
-
-	r->res.started_at_ms = now_wall_ms();
-	e = h->npool > 0 ? h->pool[--h->npool] : curl_easy_init();
-	if (e == NULL)
-	{
-		set_result_error(r, JF_HTTP_OTHER, "could not create a curl handle");
-		finish_req(h, r);
-		return;
-	}
-	r->errbuf[0] = '\0';
-	r->max_body = h->max_response_bytes;
-	SETOPT(CURLOPT_URL, r->url);
-	SETOPT(CURLOPT_PRIVATE, r);
-	SETOPT(CURLOPT_ERRORBUFFER, r->errbuf);
-	SETOPT(CURLOPT_NOSIGNAL, 1L);
-	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
-	SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	SETOPT(CURLOPT_FOLLOWLOCATION, h->max_redirects > 0 ? 1L : 0L);
-	SETOPT(CURLOPT_MAXREDIRS, (long) (h->max_redirects > 0 ? h->max_redirects : 0));
-	SETOPT(CURLOPT_TIMEOUT_MS, (long) (r->timeout_ms > 0 ? r->timeout_ms : 0));
-	SETOPT(CURLOPT_PROXY, h->proxy ? h->proxy : "");
-	if (h->user_agent)
-		SETOPT(CURLOPT_USERAGENT, h->user_agent);
-	SETOPT(CURLOPT_HTTPHEADER, r->headers);
-	SETOPT(CURLOPT_WRITEFUNCTION, write_cb);
-	SETOPT(CURLOPT_WRITEDATA, r);
-	SETOPT(CURLOPT_HEADERFUNCTION, header_cb);
-	SETOPT(CURLOPT_HEADERDATA, r);
-	/* a slow DNS lookup must not make curl join its resolver thread */
-	(void) curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
-
-	if (strcmp(r->method, "HEAD") == 0)
-		SETOPT(CURLOPT_NOBODY, 1L);
-	else if (strcmp(r->method, "POST") == 0)
-	{
-		SETOPT(CURLOPT_POST, 1L);
-		SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) r->body_len);
-		SETOPT(CURLOPT_POSTFIELDS, has_body ? r->body : "");
-	}
-	else
-	{
-		if (strcmp(r->method, "GET") == 0 && !has_body)
-			SETOPT(CURLOPT_HTTPGET, 1L);
-		else
-			SETOPT(CURLOPT_CUSTOMREQUEST, r->method);
-		if (has_body)
-		{
-			SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) r->body_len);
-			SETOPT(CURLOPT_POSTFIELDS, r->body);
-		}
-	}
-
-	if (curl_multi_add_handle(h->multi, e) != CURLM_OK)
-		goto fail;
-	r->easy = e;
-	r->prev = NULL;
-	r->next = h->active;
-	if (h->active)
-		h->active->prev = r;
-	h->active = r;
-	h->nactive++;
-	return;
-
-fail:
-	curl_easy_cleanup(e);
-	set_result_error(r, JF_HTTP_OTHER, "could not set up the request (out of memory?)");
-	finish_req(h, r);
-}
 
 /* Start the oldest waiting requests whose hosts have room, up to the cap. */
 static void
 start_queued(JfHttp *h)
 {
-	while (h->nactive < h->max_concurrent && h->heap_len > 0)
-	{
-		JfHost	   *host = h->heap[0];
-		JfReq	   *r = host->head;
+	JfReq	   *r;
 
-		host->head = r->next;
-		if (host->head == NULL)
-			host->tail = NULL;
-		r->next = NULL;
-		h->nqueued--;
-		host->active++;
-		heap_fix(h, host);
-		start_req(h, r);
-	}
+	while (h->nactive < h->max_concurrent && (r = jf_http_queue_pop(h)) != NULL)
+		jf_http_req_start(h, r);
 }
 
-/* ---------------------------------------------------------------------
- * Submission
- * ---------------------------------------------------------------------
- */
 
-static bool
-header_is(const char *line, const char *name)
-{
-	size_t		n = strlen(name);
-
-	return strncasecmp(line, name, n) == 0 &&
-		(line[n] == ':' || line[n] == ';' || line[n] == ' ' || line[n] == '\t');
-}
-
-/*
- * Check the URL and derive the host key (lower-case scheme://host:port).
- * Returns NULL if fine, else a message for an INVALID result; *oom is set
- * instead on allocation failure.  URL credentials are remembered only to
- * scrub them from error texts.
- */
-static const char *
-parse_url(JfReq *r, char **key, bool *oom)
-{
-	CURLU	   *u = curl_url();
-	char	   *scheme = NULL,
-			   *host = NULL,
-			   *port = NULL,
-			   *part = NULL;
-	const char *problem = NULL;
-	CURLUcode	uc;
-
-	*key = NULL;
-	if (u == NULL)
-	{
-		*oom = true;
-		return NULL;
-	}
-	uc = curl_url_set(u, CURLUPART_URL, r->url, 0);
-	if (uc == CURLUE_OUT_OF_MEMORY)
-		*oom = true;
-	else if (uc != CURLUE_OK)
-		problem = "invalid URL";
-	else if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-			 (strcasecmp(scheme, "http") != 0 && strcasecmp(scheme, "https") != 0))
-		problem = "URL scheme not allowed (only http and https)";
-	else if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || *host == '\0')
-		problem = "URL has no host";
-	else if (curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
-		problem = "URL has no usable port";
-	else
-	{
-		size_t		len = strlen(scheme) + strlen(host) + strlen(port) + 5;
-
-		if (curl_url_get(u, CURLUPART_USER, &part, 0) == CURLUE_OK)
-		{
-			if (!dup_opt(part, &r->secret_user))
-				*oom = true;
-			curl_free(part);
-		}
-		if (curl_url_get(u, CURLUPART_PASSWORD, &part, 0) == CURLUE_OK)
-		{
-			if (!dup_opt(part, &r->secret_pass))
-				*oom = true;
-			curl_free(part);
-		}
-		*key = malloc(len);
-		if (*key == NULL)
-			*oom = true;
-		else
-		{
-			snprintf(*key, len, "%s://%s:%s", scheme, host, port);
-			for (char *p = *key; *p; p++)
-				if (*p >= 'A' && *p <= 'Z')
-					*p += 'a' - 'A';
-		}
-	}
-	curl_free(scheme);
-	curl_free(host);
-	curl_free(port);
-	curl_url_cleanup(u);
-	return problem;
-}
-
-/* Copy the request into r; same contract as parse_url(). */
-static const char *
-prepare_req(JfReq *r, const JfHttpRequest *req, char **key, bool *oom)
-{
-	char		line[64];
-	const char *problem;
-
-	*key = NULL;
-	if (req->url == NULL)
-		return "no URL";
-	for (size_t i = 0; i < sizeof(jf_methods) / sizeof(jf_methods[0]); i++)
-		if (req->method && strcasecmp(req->method, jf_methods[i]) == 0)
-			r->method = jf_methods[i];
-	if (r->method == NULL)
-		return "HTTP method not allowed";
-	if (req->body_len > 0 && req->body == NULL)
-		return "body length without a body";
-	if (req->nheaders < 0 || (req->nheaders > 0 && req->headers == NULL))
-		return "bad header list";
-
-	if (!dup_opt(req->url, &r->url))
-	{
-		*oom = true;
-		return NULL;
-	}
-	for (int i = 0; i < req->nheaders; i++)
-	{
-		const char *hl = req->headers[i];
-		struct curl_slist *n;
-
-		if (hl == NULL || strpbrk(hl, "\r\n") != NULL || strchr(hl, ':') == NULL)
-			return "invalid header line";
-		if (header_is(hl, "Expect") || header_is(hl, "X-Jobflow-Task-Id") ||
-			header_is(hl, "X-Jobflow-Attempt"))
-			continue;
-		if ((n = curl_slist_append(r->headers, hl)) == NULL)
-		{
-			*oom = true;
-			return NULL;
-		}
-		r->headers = n;
-	}
-	for (int i = 0; i < 3; i++)
-	{
-		struct curl_slist *n;
-
-		if (i == 0)
-			snprintf(line, sizeof(line), "X-Jobflow-Task-Id: %" PRId64, req->task_id);
-		else if (i == 1)
-			snprintf(line, sizeof(line), "X-Jobflow-Attempt: %" PRId32, req->attempt);
-		else
-			snprintf(line, sizeof(line), "Expect:");
-		if ((n = curl_slist_append(r->headers, line)) == NULL)
-		{
-			*oom = true;
-			return NULL;
-		}
-		r->headers = n;
-	}
-	if (req->body_len > 0)
-	{
-		r->body = malloc(req->body_len);
-		if (r->body == NULL)
-		{
-			*oom = true;
-			return NULL;
-		}
-		memcpy(r->body, req->body, req->body_len);
-		r->body_len = req->body_len;
-	}
-	r->timeout_ms = req->timeout_ms;
-	problem = parse_url(r, key, oom);
-	return problem;
-}
 
 /*
  * Queue a request and start it at once if the caps allow (adding a handle
@@ -969,7 +161,7 @@ jf_http_submit(JfHttp *h, const JfHttpRequest *req)
 	char	   *key = NULL;
 	bool		oom = false;
 	const char *problem;
-	JfHost	   *host;
+	bool		queued;
 
 	if (r == NULL)
 		return false;
@@ -977,44 +169,35 @@ jf_http_submit(JfHttp *h, const JfHttpRequest *req)
 	r->res.attempt = req->attempt;
 	r->res.user = req->user;
 	r->res.retry_after_ms = -1;
-	r->res.queued_at_ms = now_wall_ms();
+	r->res.queued_at_ms = jf_http_now_wall_ms();
 	r->res.started_at_ms = r->res.queued_at_ms;
 
-	problem = prepare_req(r, req, &key, &oom);
+	problem = jf_http_req_prepare(r, req, &key, &oom);
 	if (oom)
 	{
 		free(key);
-		req_free(r, true);
+		jf_http_req_free(r, true);
 		return false;
 	}
 	if (problem)
 	{
 		free(key);
-		set_result_error(r, JF_HTTP_INVALID, problem);
+		jf_http_req_set_error(r, JF_HTTP_INVALID, problem);
 		r->res.finished_at_ms = r->res.queued_at_ms;
 		curl_slist_free_all(r->headers);
 		r->headers = NULL;
 		free(r->body);
 		r->body = NULL;
-		push_done(h, r);
+		jf_http_req_done(h, r);
 		return true;
 	}
-	host = host_get(h, key);
+	queued = jf_http_queue_push(h, r, key);
 	free(key);
-	if (host == NULL)
+	if (!queued)
 	{
-		req_free(r, true);
+		jf_http_req_free(r, true);
 		return false;
 	}
-	r->seq = h->next_seq++;
-	r->host = host;
-	if (host->tail)
-		host->tail->next = r;
-	else
-		host->head = r;
-	host->tail = r;
-	h->nqueued++;
-	heap_fix(h, host);
 	start_queued(h);
 	return true;
 }
@@ -1024,6 +207,10 @@ jf_http_submit(JfHttp *h, const JfHttpRequest *req)
  * ---------------------------------------------------------------------
  */
 
+/*
+ * curl reports finished transfers as messages; each becomes a result and
+ * frees a slot for a queued request.
+ */
 static void
 drain_messages(JfHttp *h)
 {
@@ -1040,7 +227,7 @@ drain_messages(JfHttp *h)
 			continue;
 		curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **) &r);
 		if (r)
-			complete_transfer(h, r, rc);
+			jf_http_req_complete(h, r, rc);
 	}
 }
 
@@ -1060,7 +247,7 @@ fire_timer(JfHttp *h)
 	{
 		h->timer_set = ms >= 0;
 		if (ms >= 0)
-			h->timer_deadline_us = now_mono_us() + (int64_t) ms * 1000;
+			h->timer_deadline_us = jf_http_now_mono_us() + (int64_t) ms * 1000;
 	}
 }
 
@@ -1113,7 +300,7 @@ jf_http_perform(JfHttp *h)
 	 */
 	for (int round = 0; round < 4; round++)
 	{
-		if (!h->timer_set || h->timer_deadline_us > now_mono_us())
+		if (!h->timer_set || h->timer_deadline_us > jf_http_now_mono_us())
 			break;
 		fire_timer(h);
 		drain_messages(h);
@@ -1122,12 +309,17 @@ jf_http_perform(JfHttp *h)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* Stable for h's lifetime, so the worker can add it to its wait set once. */
 int
 jf_http_fd(const JfHttp *h)
 {
 	return h->epfd;
 }
 
+/*
+ * Rounded up, so a caller that sleeps this long never wakes before curl's
+ * deadline and spins.
+ */
 long
 jf_http_timeout_ms(const JfHttp *h)
 {
@@ -1137,12 +329,13 @@ jf_http_timeout_ms(const JfHttp *h)
 		return 0;
 	if (!h->timer_set)
 		return -1;
-	rem = h->timer_deadline_us - now_mono_us();
+	rem = h->timer_deadline_us - jf_http_now_mono_us();
 	if (rem <= 0)
 		return 0;
 	return (long) ((rem + 999) / 1000);
 }
 
+/* The result is copied out whole: its body now belongs to the caller. */
 bool
 jf_http_next_result(JfHttp *h, JfHttpResult *out)
 {
@@ -1154,10 +347,11 @@ jf_http_next_result(JfHttp *h, JfHttpResult *out)
 	if (h->done_head == NULL)
 		h->done_tail = NULL;
 	*out = r->res;
-	req_free(r, false);
+	jf_http_req_free(r, false);
 	return true;
 }
 
+/* Safe to call twice: the body pointer is cleared. */
 void
 jf_http_result_free(JfHttpResult *r)
 {
@@ -1169,6 +363,7 @@ jf_http_result_free(JfHttpResult *r)
 	}
 }
 
+/* Counters for the worker's status view. */
 int
 jf_http_in_flight(const JfHttp *h)
 {
@@ -1193,9 +388,9 @@ apply_config(JfHttp *h, const JfHttpConfig *cfg)
 	char	   *ua,
 			   *proxy;
 
-	if (!dup_opt(cfg->user_agent, &ua))
+	if (!jf_http_dup_opt(cfg->user_agent, &ua))
 		return false;
-	if (!dup_opt(cfg->proxy, &proxy))
+	if (!jf_http_dup_opt(cfg->proxy, &proxy))
 	{
 		free(ua);
 		return false;
@@ -1213,6 +408,10 @@ apply_config(JfHttp *h, const JfHttpConfig *cfg)
 	return true;
 }
 
+/*
+ * Everything the dispatcher needs for its lifetime is set up here, so that
+ * failure shows at the worker's start rather than at the first request.
+ */
 JfHttp *
 jf_http_create(const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 {
@@ -1224,10 +423,9 @@ jf_http_create(const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 		return NULL;
 	}
 	h->epfd = -1;
-	h->nbuckets = 64;
-	h->buckets = calloc(h->nbuckets, sizeof(JfHost *));
-	h->multi = curl_multi_init();
-	if (h->buckets == NULL || h->multi == NULL)
+	if (jf_http_queue_init(h))
+		h->multi = curl_multi_init();
+	if (h->multi == NULL)
 	{
 		set_err(errbuf, errlen, "out of memory");
 		goto fail;
@@ -1259,24 +457,30 @@ fail:
 		curl_multi_cleanup(h->multi);
 	if (h->epfd >= 0)
 		close(h->epfd);
-	free(h->buckets);
+	jf_http_queue_destroy(h);
 	free(h);
 	return NULL;
 }
 
+/*
+ * A changed per-host cap changes which hosts can start something, so every
+ * host is re-checked before queued requests are started.
+ */
 bool
 jf_http_set_config(JfHttp *h, const JfHttpConfig *cfg)
 {
 	if (!apply_config(h, cfg))
 		return false;
-	/* the per-host cap decides heap membership: re-check every host */
-	for (size_t i = 0; i < h->nbuckets; i++)
-		for (JfHost *x = h->buckets[i]; x; x = x->hnext)
-			heap_fix(h, x);
+	jf_http_queue_recheck(h);
 	start_queued(h);
 	return true;
 }
 
+/*
+ * Requests in flight are aborted without results: the worker only destroys
+ * the dispatcher on exit, and its start-up recovery handles what was
+ * running.
+ */
 void
 jf_http_destroy(JfHttp *h)
 {
@@ -1289,41 +493,21 @@ jf_http_destroy(JfHttp *h)
 		h->active = r->next;
 		curl_multi_remove_handle(h->multi, r->easy);
 		curl_easy_cleanup(r->easy);
-		req_free(r, true);
+		jf_http_req_free(r, true);
 	}
-	for (size_t i = 0; i < h->nbuckets; i++)
-	{
-		JfHost	   *x = h->buckets[i];
-
-		while (x)
-		{
-			JfHost	   *next = x->hnext;
-
-			while (x->head)
-			{
-				JfReq	   *r = x->head;
-
-				x->head = r->next;
-				req_free(r, true);
-			}
-			free(x);
-			x = next;
-		}
-	}
+	jf_http_queue_destroy(h);
 	while (h->done_head)
 	{
 		JfReq	   *r = h->done_head;
 
 		h->done_head = r->next;
-		req_free(r, true);
+		jf_http_req_free(r, true);
 	}
 	for (int i = 0; i < h->npool; i++)
 		curl_easy_cleanup(h->pool[i]);
 	/* closes cached connections, which still talks to our epoll fd */
 	curl_multi_cleanup(h->multi);
 	close(h->epfd);
-	free(h->buckets);
-	free(h->heap);
 	free(h->user_agent);
 	free(h->proxy);
 	free(h);

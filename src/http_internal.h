@@ -1,0 +1,137 @@
+/*-------------------------------------------------------------------------
+ *
+ * http_internal.h
+ *	  What the files of jobflow's HTTP dispatcher share (not installed).
+ *
+ * The dispatcher is one module in three files:
+ *
+ *	http.c			the public API: life cycle, submission, driving curl's
+ *					multi handle through epoll, handing out results
+ *	http_request.c	one request: copying and checking it, setting up its
+ *					easy handle, curl's data callbacks, turning the
+ *					outcome into a result
+ *	http_queue.c	admission: per-host FIFOs of waiting requests and the
+ *					heap of hosts that can start one
+ *
+ * Only these files include this header; the worker sees http.h alone.
+ * Functions shared between the files are prefixed jf_http_req_ and
+ * jf_http_queue_, the module's only global symbols besides its API.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef JF_HTTP_INTERNAL_H
+#define JF_HTTP_INTERNAL_H
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "http.h"
+
+#define JF_EASY_POOL_MAX	256
+
+/* defined in http_queue.c; the other files only pass it around */
+typedef struct JfHost JfHost;
+
+typedef struct JfReq
+{
+	struct JfReq *next;			/* host FIFO, active list or result FIFO */
+	struct JfReq *prev;			/* active list only */
+	uint64_t	seq;			/* submission order */
+	JfHost	   *host;			/* NULL once released or if never queued */
+	CURL	   *easy;
+	char	   *url;
+	const char *method;			/* static canonical name */
+	struct curl_slist *headers;
+	char	   *body;
+	size_t		body_len;
+	int			timeout_ms;
+	char	   *secret_user;	/* URL credentials, only to scrub errors */
+	char	   *secret_pass;
+	size_t		max_body;		/* excerpt cap, fixed when started */
+	size_t		buf_cap;
+	char		errbuf[CURL_ERROR_SIZE];
+	JfHttpResult res;
+} JfReq;
+
+struct JfHttp
+{
+	CURLM	   *multi;
+	int			epfd;
+	int			max_concurrent;
+	int			max_per_host;
+	size_t		max_response_bytes;
+	int			max_redirects;
+	char	   *user_agent;
+	char	   *proxy;
+	bool		timer_set;
+	int64_t		timer_deadline_us;	/* CLOCK_MONOTONIC */
+	uint64_t	next_seq;
+	JfHost	  **buckets;
+	size_t		nbuckets;		/* power of two */
+	size_t		nhosts;
+	JfHost	  **heap;			/* capacity always >= nhosts */
+	size_t		heap_len;
+	size_t		heap_cap;
+	JfReq	   *active;			/* doubly linked */
+	int			nactive;
+	int			nqueued;
+	JfReq	   *done_head;
+	JfReq	   *done_tail;
+	CURL	   *pool[JF_EASY_POOL_MAX];
+	int			npool;
+};
+
+/*
+ * Curl's timer is kept as a monotonic deadline; result timestamps are wall
+ * clock, as the worker logs them.
+ */
+static inline int64_t
+jf_http_now_mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static inline int64_t
+jf_http_now_wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* strdup that maps NULL to NULL, so callers can tell OOM from "unset". */
+static inline bool
+jf_http_dup_opt(const char *s, char **out)
+{
+	*out = NULL;
+	if (s == NULL)
+		return true;
+	*out = strdup(s);
+	return *out != NULL;
+}
+
+/* http_request.c */
+extern const char *jf_http_req_prepare(JfReq *r, const JfHttpRequest *req,
+									   char **key, bool *oom);
+extern void jf_http_req_start(JfHttp *h, JfReq *r);
+extern void jf_http_req_complete(JfHttp *h, JfReq *r, CURLcode rc);
+extern void jf_http_req_set_error(JfReq *r, int kind, const char *msg);
+extern void jf_http_req_done(JfHttp *h, JfReq *r);
+extern void jf_http_req_free(JfReq *r, bool with_result_body);
+
+/* http_queue.c */
+extern bool jf_http_queue_init(JfHttp *h);
+extern void jf_http_queue_destroy(JfHttp *h);
+extern bool jf_http_queue_push(JfHttp *h, JfReq *r, const char *key);
+extern JfReq *jf_http_queue_pop(JfHttp *h);
+extern void jf_http_queue_release(JfHttp *h, JfReq *r);
+extern void jf_http_queue_recheck(JfHttp *h);
+
+#endif							/* JF_HTTP_INTERNAL_H */
