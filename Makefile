@@ -20,6 +20,7 @@ OBJS = \
 	src/dispatch.o \
 	src/log_writer.o \
 	src/wheel.o \
+	src/wheel_pool.o \
 	src/http.o \
 	src/http_queue.o \
 	src/http_request.o \

@@ -25,15 +25,10 @@
  * at most once per level), moving runs of consecutive entries bound for
  * the same list in one splice.
  *
- * Entries are 24 bytes (id, absolute due, next, prev) in a pool of chunks
- * of 65536, addressed by uint32 index: no per-entry malloc and no pointer
- * per entry.  Cancel is O(1); the list an entry is on is recomputed from
- * its due instead of being stored.  Allocation prefers the lowest chunk
- * with room, so a draining wheel empties its trailing chunks, which are
- * then released (with one chunk of slack so that hovering around a
- * boundary does not map and unmap memory on every other insert).  Chunks
- * are carved out of 6 MB slabs, 2 MB-aligned and advised for transparent
- * huge pages, which makes the first touch of a chunk far cheaper.
+ * Entries are 24 bytes (id, absolute due, next, prev) in a pool addressed
+ * by uint32 index (wheel_pool.c): no per-entry malloc and no pointer per
+ * entry.  Cancel is O(1); the list an entry is on is recomputed from its
+ * due instead of being stored.
  *
  * The expiry path is written for the common case of tasks loaded in due
  * order (the worker reads them ORDER BY run_at), where successive entries
@@ -42,98 +37,9 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "wheel.h"
+#include "wheel_internal.h"
 
 #include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-
-#define SLOT_BITS		6
-#define SLOTS			64
-#define SLOT_MASK		63
-#define MAX_LEVELS		10
-
-#define CHUNK_SHIFT		16
-#define CHUNK_SIZE		(1u << CHUNK_SHIFT)
-#define CHUNK_MASK		(CHUNK_SIZE - 1)
-/* keeps every index below FREE_MARK */
-#define MAX_CHUNKS		65535u
-
-/*
- * Chunks are carved out of slabs of 4 (6 MB, three 2 MB huge pages), mapped
- * 2 MB-aligned and, where the kernel offers it, advised to be backed by
- * transparent huge pages: a fresh chunk then costs one page fault per 2 MB
- * instead of one per 4 kB.
- */
-#define SLAB_CHUNKS		4u
-#define CHUNK_BYTES		((size_t) CHUNK_SIZE * sizeof(JfWheelEntry))
-#define SLAB_BYTES		(SLAB_CHUNKS * CHUNK_BYTES)
-#define SLAB_ALIGN		((size_t) 2 << 20)
-
-#define NIL				UINT32_MAX
-
-#define likely(x)		__builtin_expect(!!(x), 1)
-#define FREE_MARK		(UINT32_MAX - 1)	/* prev of a free entry */
-
-typedef struct JfWheelEntry
-{
-	uint64_t	id;
-	int64_t		due;			/* absolute ms, as inserted */
-	uint32_t	next;
-	uint32_t	prev;			/* FREE_MARK when on a free list */
-} JfWheelEntry;
-
-typedef struct JfWheelChunk
-{
-	JfWheelEntry *entries;
-	uint32_t	free_head;		/* pool index (in this chunk), NIL if none */
-	uint32_t	fresh;			/* offsets >= fresh never handed out */
-	uint32_t	live;
-} JfWheelChunk;
-
-typedef struct JfWheelLevel
-{
-	uint64_t	occupied;
-	/* lower bound of the dues in each slot (exact unless cancelled) */
-	uint64_t	min_due[SLOTS];
-	uint32_t	head[SLOTS];
-	uint32_t	tail[SLOTS];
-} JfWheelLevel;
-
-struct JfWheel
-{
-	int64_t		epoch;			/* absolute ms of elapsed == 0 */
-	int64_t		now;			/* absolute clock == epoch + elapsed */
-	uint64_t	elapsed;
-	uint64_t	horizon;
-	int			nlevels;
-	uint8_t		level_of_bit[64];
-	size_t		count;
-	size_t		max_entries;
-
-	/*
-	 * One list in firing order: first the ready part (due, not yet
-	 * returned; it ends at ready_tail, NIL when empty), then the entries of
-	 * level 0, each level-0 slot a contiguous stretch of it.
-	 */
-	uint32_t	list_head;
-	uint32_t	list_tail;
-	uint32_t	ready_tail;
-
-	JfWheelChunk *chunks;
-	uint64_t   *nonfull;		/* bit per chunk with room */
-	uint32_t	nchunks;
-	uint32_t	chunk_cap;
-	uint32_t	nonfull_hint;	/* no bit set in words below this */
-
-	JfWheelLevel levels[MAX_LEVELS];
-};
-
-static inline JfWheelEntry *
-entry_at(const JfWheel *w, uint32_t idx)
-{
-	return &w->chunks[idx >> CHUNK_SHIFT].entries[idx & CHUNK_MASK];
-}
 
 /*
  * Level of an entry due at rel (> elapsed): that of the highest differing
@@ -304,171 +210,6 @@ slot_append(JfWheel *w, uint32_t idx, JfWheelEntry *e, uint64_t rel)
 }
 
 /* ----------------------------------------------------------------
- * Entry pool
- * ----------------------------------------------------------------
- */
-
-/*
- * Map one slab, 2 MB-aligned (map 2 MB more, unmap the ragged ends).
- * Returns NULL when out of memory.
- */
-static void *
-slab_map(void)
-{
-	char	   *p = mmap(NULL, SLAB_BYTES + SLAB_ALIGN, PROT_READ | PROT_WRITE,
-						 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	size_t		lead;
-
-	if (p == MAP_FAILED)
-		return NULL;
-	lead = (SLAB_ALIGN - ((uintptr_t) p & (SLAB_ALIGN - 1))) & (SLAB_ALIGN - 1);
-	if (lead > 0)
-		munmap(p, lead);
-	munmap(p + lead + SLAB_BYTES, SLAB_ALIGN - lead);
-	p += lead;
-#ifdef MADV_HUGEPAGE
-	(void) madvise(p, SLAB_BYTES, MADV_HUGEPAGE);	/* advice only */
-#endif
-	return p;
-}
-
-/*
- * Add one chunk at the end.  The chunk table and the bitmap grow by
- * doubling; the entries themselves are left uninitialised (handed out
- * through "fresh"), so an added chunk costs no page touching.
- */
-static JfWheelStatus
-chunk_add(JfWheel *w)
-{
-	JfWheelChunk *ch;
-
-	if (w->nchunks >= MAX_CHUNKS)
-		return JF_WHEEL_FULL;
-	if (w->nchunks == w->chunk_cap)
-	{
-		uint32_t	newcap = w->chunk_cap ? w->chunk_cap * 2 : 16;
-		size_t		oldwords = (w->chunk_cap + 63) / 64;
-		size_t		newwords = (newcap + 63) / 64;
-		JfWheelChunk *nc;
-		uint64_t   *nb;
-
-		nc = realloc(w->chunks, newcap * sizeof(JfWheelChunk));
-		if (nc == NULL)
-			return JF_WHEEL_NO_MEMORY;
-		w->chunks = nc;
-		nb = realloc(w->nonfull, newwords * sizeof(uint64_t));
-		if (nb == NULL)
-			return JF_WHEEL_NO_MEMORY;	/* bigger table kept, harmless */
-		memset(nb + oldwords, 0, (newwords - oldwords) * sizeof(uint64_t));
-		w->nonfull = nb;
-		w->chunk_cap = newcap;
-	}
-	ch = &w->chunks[w->nchunks];
-	if (w->nchunks % SLAB_CHUNKS == 0)
-	{
-		ch->entries = slab_map();
-		if (ch->entries == NULL)
-			return JF_WHEEL_NO_MEMORY;
-	}
-	else
-		ch->entries = (JfWheelEntry *)
-			((char *) w->chunks[w->nchunks - 1].entries + CHUNK_BYTES);
-	ch->free_head = NIL;
-	ch->fresh = 0;
-	ch->live = 0;
-	w->nonfull[w->nchunks / 64] |= UINT64_C(1) << (w->nchunks % 64);
-	if (w->nchunks / 64 < w->nonfull_hint)
-		w->nonfull_hint = w->nchunks / 64;
-	w->nchunks++;
-	return JF_WHEEL_OK;
-}
-
-/*
- * Take a free entry from the lowest chunk with room; the caller has
- * already checked max_entries.
- */
-static inline JfWheelStatus
-entry_alloc(JfWheel *w, uint32_t *idx)
-{
-	size_t		nwords = (w->nchunks + 63) / 64;
-	uint32_t	c = w->nchunks;
-	JfWheelChunk *ch;
-	uint32_t	off;
-
-	for (size_t i = w->nonfull_hint; i < nwords; i++)
-	{
-		if (w->nonfull[i])
-		{
-			c = i * 64 + __builtin_ctzll(w->nonfull[i]);
-			w->nonfull_hint = i;
-			break;
-		}
-	}
-	if (c == w->nchunks)
-	{
-		JfWheelStatus st = chunk_add(w);
-
-		if (st != JF_WHEEL_OK)
-			return st;
-	}
-	ch = &w->chunks[c];
-	if (ch->free_head != NIL)
-	{
-		off = ch->free_head & CHUNK_MASK;
-		ch->free_head = ch->entries[off].next;
-	}
-	else
-		off = ch->fresh++;
-	if (++ch->live == CHUNK_SIZE)
-		w->nonfull[c / 64] &= ~(UINT64_C(1) << (c % 64));
-	w->count++;
-	*idx = (c << CHUNK_SHIFT) | off;
-	return JF_WHEEL_OK;
-}
-
-/*
- * Release trailing empty chunks, but only while the chunks left keep a
- * whole free chunk's worth of room: a wheel hovering around a chunk
- * boundary must not malloc and free 1.5 MB on every other insert.
- */
-static void
-pool_trim(JfWheel *w)
-{
-	while (w->nchunks > 1 &&
-		   w->chunks[w->nchunks - 1].live == 0 &&
-		   w->count <= (size_t) (w->nchunks - 2) * CHUNK_SIZE)
-	{
-		uint32_t	c = w->nchunks - 1;
-
-		if (c % SLAB_CHUNKS == 0)
-			munmap(w->chunks[c].entries, SLAB_BYTES);
-		w->chunks[c].entries = NULL;
-		w->nonfull[c / 64] &= ~(UINT64_C(1) << (c % 64));
-		w->nchunks--;
-	}
-}
-
-static inline void
-entry_free(JfWheel *w, uint32_t idx, JfWheelEntry *e)
-{
-	uint32_t	c = idx >> CHUNK_SHIFT;
-	JfWheelChunk *ch = &w->chunks[c];
-
-	e->prev = FREE_MARK;
-	e->next = ch->free_head;
-	ch->free_head = idx;
-	if (ch->live-- == CHUNK_SIZE)
-	{
-		w->nonfull[c / 64] |= UINT64_C(1) << (c % 64);
-		if (c / 64 < w->nonfull_hint)
-			w->nonfull_hint = c / 64;
-	}
-	w->count--;
-	if (w->chunks[w->nchunks - 1].live == 0)
-		pool_trim(w);
-}
-
-/* ----------------------------------------------------------------
  * Public API
  * ----------------------------------------------------------------
  */
@@ -516,10 +257,7 @@ jf_wheel_destroy(JfWheel *w)
 {
 	if (w == NULL)
 		return;
-	for (uint32_t c = 0; c < w->nchunks; c += SLAB_CHUNKS)
-		munmap(w->chunks[c].entries, SLAB_BYTES);
-	free(w->chunks);
-	free(w->nonfull);
+	jf_wheel_pool_free(w);
 	free(w);
 }
 
@@ -877,7 +615,7 @@ pop_ready(JfWheel *w, JfWheelExpired *out, size_t max)
 		w->list_tail = NIL;
 	w->count -= n;
 	if (w->chunks[w->nchunks - 1].live == 0)
-		pool_trim(w);
+		jf_wheel_pool_trim(w);
 	return n;
 }
 
