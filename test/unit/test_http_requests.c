@@ -1,0 +1,338 @@
+/*-------------------------------------------------------------------------
+ *
+ * test_http_requests.c
+ *	  Unit tests for the HTTP dispatcher (src/http*.c): one request.
+ *
+ * What a single request does, against test/receiver.py on loopback
+ * (http_harness.c): headers sent, statuses and Retry-After, timeouts and
+ * refused connections, methods and bodies, truncated responses, invalid
+ * requests, redirects.  Admission and ordering are test_http_queue.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http.h"
+#include "http_harness.h"
+#include "unit.h"
+
+/* 200 with its body, and the X-Jobflow-* headers and User-Agent arrive. */
+static void
+test_ok_and_headers(void)
+{
+	JfHttpConfig cfg = default_config();
+	JfHttp	   *h = make(&cfg);
+	Collected  *c = calloc(1, sizeof(Collected));
+	JfHttpRequest rq;
+	JfHttpResult *r;
+	char	   *json,
+			   *rec;
+
+	reset_receiver();
+	memset(&rq, 0, sizeof(rq));
+	rq.task_id = 4242;
+	rq.attempt = 3;
+	rq.user = &rq;
+	rq.url = url("127.0.0.1", "/ok");
+	rq.method = "get";
+	rq.timeout_ms = 5000;
+	CHECK(jf_http_submit(h, &rq));
+	CHECK(jf_http_in_flight(h) + jf_http_queued(h) == 1);
+	run_until(h, c, 1, 5000);
+	CHECK(c->n == 1);
+	r = &c->r[0];
+	CHECK(r->task_id == 4242 && r->attempt == 3 && r->user == &rq);
+	CHECK(r->error_kind == JF_HTTP_OK && r->error[0] == '\0' && r->curl_code == 0);
+	CHECK(r->http_status == 200);
+	CHECK(r->body_len == 2 && r->body && strcmp(r->body, "ok") == 0);
+	CHECK(!r->body_truncated);
+	CHECK(r->retry_after_ms == -1);
+	CHECK(r->queued_at_ms > 1600000000000LL);
+	CHECK(r->queued_at_ms <= r->started_at_ms && r->started_at_ms <= r->finished_at_ms);
+	CHECK(jf_http_in_flight(h) == 0 && jf_http_queued(h) == 0);
+	CHECK(!jf_http_next_result(h, &c->r[1]));
+	{
+		sigset_t	cur;
+
+		/* perform blocks signals only while it runs */
+		sigprocmask(SIG_BLOCK, NULL, &cur);
+		CHECK(!sigismember(&cur, SIGTERM) && !sigismember(&cur, SIGHUP));
+	}
+	collected_free(c);
+	free(c);
+	jf_http_destroy(h);
+
+	json = fetch("GET", "/_requests");
+	rec = record_of(json, 4242);
+	CHECK(rec != NULL);
+	if (rec)
+	{
+		CHECK(strstr(rec, "\"x-jobflow-attempt\": \"3\"") != NULL);
+		CHECK(strstr(rec, "\"user-agent\": \"jobflow-test/1.0\"") != NULL);
+		CHECK(strstr(rec, "\"method\": \"GET\"") != NULL);
+		CHECK(strstr(rec, "\"expect\"") == NULL);
+	}
+	free(rec);
+	free(json);
+}
+
+/* Statuses are not transport errors; Retry-After in both of its forms. */
+static void
+test_status_and_retry_after(void)
+{
+	JfHttpConfig cfg = default_config();
+	JfHttp	   *h = make(&cfg);
+	Collected  *c = calloc(1, sizeof(Collected));
+	char		path[256],
+				date[64];
+	time_t		later = time(NULL) + 5;
+	JfHttpResult *r;
+
+	strftime(date, sizeof(date), "%a,%%20%d%%20%b%%20%Y%%20%H:%M:%S%%20GMT", gmtime(&later));
+	snprintf(path, sizeof(path), "/status/503?retry_after=%s", date);
+	submit(h, 1, url("127.0.0.1", "/status/503"), "GET", NULL, 0, NULL, 5000);
+	submit(h, 2, url("127.0.0.1", "/status/429?retry_after=2"), "GET", NULL, 0, NULL, 5000);
+	submit(h, 3, url("127.0.0.1", path), "GET", NULL, 0, NULL, 5000);
+	submit(h, 4, url("127.0.0.1", "/status/503?retry_after=soon"), "GET", NULL, 0, NULL, 5000);
+	submit(h, 5, url("127.0.0.1", "/status/404"), "GET", NULL, 0, NULL, 5000);
+	run_until(h, c, 5, 5000);
+	CHECK(c->n == 5);
+	r = by_id(c, 1);
+	CHECK(r && r->error_kind == JF_HTTP_OK && r->http_status == 503 && r->retry_after_ms == -1);
+	CHECK(r && r->body && strcmp(r->body, "status 503") == 0);
+	r = by_id(c, 2);
+	CHECK(r && r->http_status == 429 && r->retry_after_ms == 2000);
+	r = by_id(c, 3);
+	CHECK(r && r->http_status == 503 && r->retry_after_ms >= 3000 && r->retry_after_ms <= 6000);
+	r = by_id(c, 4);
+	CHECK(r && r->http_status == 503 && r->retry_after_ms == -1);
+	r = by_id(c, 5);
+	CHECK(r && r->http_status == 404 && r->error_kind == JF_HTTP_OK);
+	collected_free(c);
+	free(c);
+	jf_http_destroy(h);
+}
+
+/* A hung server times out after ~timeout_ms; a closed port is "connect". */
+static void
+test_timeout_and_connect(void)
+{
+	JfHttpConfig cfg = default_config();
+	JfHttp	   *h = make(&cfg);
+	Collected  *c = calloc(1, sizeof(Collected));
+	char		u1[128],
+				u2[128];
+	int			cp = closed_port();
+	JfHttpResult *r;
+	int64_t		t0 = mono_ms();
+
+	snprintf(u1, sizeof(u1), "http://127.0.0.1:%d/nothing", cp);
+	snprintf(u2, sizeof(u2), "http://someone:s3cr3tpw@127.0.0.1:%d/x", cp);
+	submit(h, 1, url("127.0.0.1", "/hang"), "GET", NULL, 0, NULL, 500);
+	submit(h, 2, u1, "GET", NULL, 0, NULL, 5000);
+	submit(h, 3, u2, "POST", NULL, 0, "x", 5000);
+	run_until(h, c, 3, 5000);
+	CHECK(c->n == 3);
+	r = by_id(c, 1);
+	CHECK(r && r->error_kind == JF_HTTP_TIMEOUT && r->http_status == 0);
+	CHECK(r && r->error[0] != '\0' && r->body == NULL);
+	CHECK(r && r->finished_at_ms - r->started_at_ms >= 450 &&
+		  r->finished_at_ms - r->started_at_ms < 1500);
+	CHECK(mono_ms() - t0 < 2000);
+	r = by_id(c, 2);
+	CHECK(r && r->error_kind == JF_HTTP_CONNECT && r->http_status == 0 && r->error[0] != '\0');
+	r = by_id(c, 3);
+	CHECK(r && r->error_kind == JF_HTTP_CONNECT);
+	CHECK(r && strstr(r->error, "s3cr3tpw") == NULL && strstr(r->error, "someone") == NULL);
+	collected_free(c);
+	free(c);
+	jf_http_destroy(h);
+}
+
+/* Methods, headers and bodies reach the server; HEAD has no body. */
+static void
+test_methods_and_echo(void)
+{
+	JfHttpConfig cfg = default_config();
+	JfHttp	   *h = make(&cfg);
+	Collected  *c = calloc(1, sizeof(Collected));
+	const char *hdrs[] = {"Content-Type: application/json", "X-Test: yes",
+		"Expect: 100-continue", "X-Jobflow-Task-Id: 999"};
+	const char *json_body = "{\"k\": \"v\"}";
+	char	   *json,
+			   *rec;
+	JfHttpResult *r;
+
+	reset_receiver();
+	submit(h, 11, url("127.0.0.1", "/echo"), "PUT", hdrs, 4, json_body, 5000);
+	submit(h, 12, url("127.0.0.1", "/echo"), "POST", hdrs, 2, "hello=1", 5000);
+	submit(h, 13, url("127.0.0.1", "/echo"), "PATCH", NULL, 0, "p", 5000);
+	submit(h, 14, url("127.0.0.1", "/ok"), "DELETE", NULL, 0, NULL, 5000);
+	submit(h, 15, url("127.0.0.1", "/ok"), "HEAD", NULL, 0, NULL, 5000);
+	submit(h, 16, url("127.0.0.1", "/ok"), "OPTIONS", NULL, 0, NULL, 5000);
+	submit(h, 17, url("127.0.0.1", "/echo"), "POST", NULL, 0, NULL, 5000);
+	run_until(h, c, 7, 5000);
+	CHECK(c->n == 7);
+	for (int i = 0; i < c->n; i++)
+		CHECK(c->r[i].error_kind == JF_HTTP_OK && c->r[i].http_status == 200);
+	r = by_id(c, 11);
+	CHECK(r && r->body && strcmp(r->body, json_body) == 0);
+	r = by_id(c, 12);
+	CHECK(r && r->body && strcmp(r->body, "hello=1") == 0);
+	r = by_id(c, 13);
+	CHECK(r && r->body && strcmp(r->body, "p") == 0);
+	r = by_id(c, 15);
+	CHECK(r && r->body == NULL && r->body_len == 0);
+	r = by_id(c, 17);
+	CHECK(r && r->body_len == 0);
+	collected_free(c);
+	free(c);
+	jf_http_destroy(h);
+
+	json = fetch("GET", "/_requests");
+	rec = record_of(json, 11);
+	CHECK(rec && strstr(rec, "\"method\": \"PUT\""));
+	CHECK(rec && strstr(rec, "\"x-test\": \"yes\""));
+	CHECK(rec && strstr(rec, "\"content-type\": \"application/json\""));
+	CHECK(rec && strstr(rec, "\"body\": \"{\\\"k\\\": \\\"v\\\"}\""));
+	CHECK(rec && strstr(rec, "\"expect\"") == NULL);
+	CHECK(rec && strstr(rec, "999") == NULL);
+	free(rec);
+	rec = record_of(json, 999);
+	CHECK(rec == NULL);
+	free(rec);
+	for (int id = 12; id <= 16; id++)
+	{
+		static const char *const m[] = {"POST", "PATCH", "DELETE", "HEAD", "OPTIONS"};
+		char		want[64];
+
+		rec = record_of(json, id);
+		snprintf(want, sizeof(want), "\"method\": \"%s\"", m[id - 12]);
+		CHECK(rec && strstr(rec, want));
+		free(rec);
+	}
+	free(json);
+}
+
+/* Only the excerpt is kept, the rest is read and dropped; still a 200. */
+static void
+test_big_truncated(void)
+{
+	JfHttpConfig cfg = default_config();
+	JfHttp	   *h;
+	Collected  *c = calloc(1, sizeof(Collected));
+	JfHttpResult *r;
+
+	cfg.max_response_bytes = 1000;
+	h = make(&cfg);
+	submit(h, 1, url("127.0.0.1", "/big"), "GET", NULL, 0, NULL, 10000);
+	submit(h, 2, url("127.0.0.1", "/big?size=1000"), "GET", NULL, 0, NULL, 10000);
+	run_until(h, c, 2, 10000);
+	CHECK(c->n == 2);
+	r = by_id(c, 1);
+	CHECK(r && r->error_kind == JF_HTTP_OK && r->http_status == 200);
+	CHECK(r && r->body_len == 1000 && r->body_truncated);
+	CHECK(r && r->body && r->body[0] == 'x' && r->body[999] == 'x' && r->body[1000] == '\0');
+	r = by_id(c, 2);
+	CHECK(r && r->body_len == 1000 && !r->body_truncated);
+	collected_free(c);
+	free(c);
+	jf_http_destroy(h);
+}
+
+/* Bad input never disappears: each gives an INVALID result. */
+static void
+test_invalid(void)
+{
+	JfHttpConfig cfg = default_config();
+	JfHttp	   *h = make(&cfg);
+	Collected  *c = calloc(1, sizeof(Collected));
+	const char *bad_hdr[] = {"X-Evil: a\r\nX-Injected: b"};
+	const char *no_colon[] = {"NoColon"};
+
+	submit(h, 1, "ftp://127.0.0.1/x", "GET", NULL, 0, NULL, 1000);
+	submit(h, 2, "file:///etc/passwd", "GET", NULL, 0, NULL, 1000);
+	submit(h, 3, "not a url", "GET", NULL, 0, NULL, 1000);
+	submit(h, 4, url("127.0.0.1", "/ok"), "FOO", NULL, 0, NULL, 1000);
+	submit(h, 5, url("127.0.0.1", "/ok"), "GET", bad_hdr, 1, NULL, 1000);
+	submit(h, 6, url("127.0.0.1", "/ok"), "GET", no_colon, 1, NULL, 1000);
+	submit(h, 7, "gopher://127.0.0.1/", "GET", NULL, 0, NULL, 1000);
+	submit(h, 8, NULL, "GET", NULL, 0, NULL, 1000);
+	CHECK(jf_http_timeout_ms(h) == 0);	/* results are waiting */
+	run_until(h, c, 8, 2000);
+	CHECK(c->n == 8);
+	for (int i = 0; i < c->n; i++)
+	{
+		CHECK(c->r[i].error_kind == JF_HTTP_INVALID && c->r[i].error[0] != '\0');
+		CHECK(c->r[i].http_status == 0 && c->r[i].body == NULL);
+	}
+	CHECK(jf_http_in_flight(h) == 0 && jf_http_queued(h) == 0);
+	collected_free(c);
+	free(c);
+	jf_http_destroy(h);
+}
+
+/* Redirects: not followed with 0, followed within the bound, http(s) only. */
+static void
+test_redirects(void)
+{
+	JfHttpConfig cfg = default_config();
+	JfHttp	   *h0 = make(&cfg),
+			   *h3;
+	Collected  *c = calloc(1, sizeof(Collected));
+	JfHttpResult *r;
+
+	submit(h0, 1, url("127.0.0.1", "/redirect?to=/ok"), "GET", NULL, 0, NULL, 5000);
+	run_until(h0, c, 1, 5000);
+	CHECK(c->n == 1 && c->r[0].error_kind == JF_HTTP_OK && c->r[0].http_status == 302);
+	collected_free(c);
+	jf_http_destroy(h0);
+
+	cfg.max_redirects = 3;
+	h3 = make(&cfg);
+	submit(h3, 1, url("127.0.0.1", "/redirect?to=/status/429%3Fretry_after%3D7"), "GET",
+		   NULL, 0, NULL, 5000);
+	submit(h3, 2, url("127.0.0.1", "/redirect?to=ftp%3A%2F%2F127.0.0.1%2Fx"), "GET",
+		   NULL, 0, NULL, 5000);
+	submit(h3, 3, url("127.0.0.1", "/redirect?to=/redirect%3Fto%3D/redirect%253Fto%253D"
+					  "/redirect%25253Fto%25253D/redirect%2525253Fto%2525253D/ok"),
+		   "GET", NULL, 0, NULL, 5000);
+	run_until(h3, c, 3, 5000);
+	CHECK(c->n == 3);
+	r = by_id(c, 1);
+	CHECK(r && r->error_kind == JF_HTTP_OK && r->http_status == 429 && r->retry_after_ms == 7000);
+	CHECK(r && r->body && strcmp(r->body, "status 429") == 0);
+	r = by_id(c, 2);
+	CHECK(r && r->error_kind == JF_HTTP_OTHER && r->error[0] != '\0');
+	r = by_id(c, 3);
+	CHECK(r && r->error_kind == JF_HTTP_OTHER && r->http_status == 302);
+	collected_free(c);
+	free(c);
+	jf_http_destroy(h3);
+}
+
+int
+main(void)
+{
+	if (!harness_start())
+	{
+		unit_failed++;
+		return unit_done("test_http_requests");
+	}
+
+	test_ok_and_headers();
+	test_status_and_retry_after();
+	test_timeout_and_connect();
+	test_methods_and_echo();
+	test_big_truncated();
+	test_invalid();
+	test_redirects();
+
+	harness_stop();
+	return unit_done("test_http_requests");
+}
