@@ -16,7 +16,6 @@
 #include <string.h>
 #include <time.h>
 
-
 /* "YYYY-MM-DD HH:MM:SS" in UTC to Unix seconds, via the C library */
 int64_t
 T(const char *s)
@@ -184,7 +183,6 @@ now_sec(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
-
 
 void
 cron_zones_init(void)
