@@ -651,7 +651,6 @@ test_next_deadline(void)
 	jf_wheel_destroy(w);
 }
 
-
 int
 main(void)
 {
