@@ -295,6 +295,25 @@ jf_wheel_insert(JfWheel *w, uint64_t id, int64_t due_ms, uint32_t *handle)
 }
 
 /*
+ * Lets the worker see whether an entry still matches its task's run_at, so
+ * a rescan can repair an entry no notification told it about.
+ */
+int64_t
+jf_wheel_due(const JfWheel *w, uint32_t handle, uint64_t id)
+{
+	uint32_t	c = handle >> CHUNK_SHIFT;
+	const JfWheelEntry *e;
+
+	if (handle == JF_WHEEL_NO_HANDLE || c >= w->nchunks ||
+		(handle & CHUNK_MASK) >= w->chunks[c].fresh)
+		return INT64_MIN;
+	e = entry_at(w, handle);
+	if (e->prev == FREE_MARK || e->id != id)
+		return INT64_MIN;
+	return e->due;
+}
+
+/*
  * The list head/tail of a live entry are found from its due alone (see the
  * invariant at the top), so entries need not store where they are.
  */

@@ -104,6 +104,12 @@ extern JfWheelStatus jf_wheel_insert(JfWheel *w, uint64_t id, int64_t due_ms,
 extern bool jf_wheel_cancel(JfWheel *w, uint32_t handle, uint64_t id);
 
 /*
+ * The due a pending entry was inserted with; INT64_MIN when handle is not
+ * live or its entry is not id (same guard as jf_wheel_cancel).
+ */
+extern int64_t jf_wheel_due(const JfWheel *w, uint32_t handle, uint64_t id);
+
+/*
  * When the worker should next call jf_wheel_advance:
  *	- INT64_MAX when the wheel is empty;
  *	- jf_wheel_now() when entries are already due (not yet returned);

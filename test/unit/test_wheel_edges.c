@@ -316,13 +316,20 @@ test_stale_handles(void)
 
 	CHECK(jf_wheel_insert(w, 1, 10, &h1) == JF_WHEEL_OK);
 	CHECK(h1 != JF_WHEEL_NO_HANDLE);
+	CHECK(jf_wheel_due(w, h1, 1) == 10);
+	CHECK(jf_wheel_due(w, h1, 2) == INT64_MIN);	/* wrong id */
+	CHECK(jf_wheel_due(w, h1 + 1, 1) == INT64_MIN);	/* never handed out */
+	CHECK(jf_wheel_due(w, 0xFFFF0000u, 1) == INT64_MIN);
 	CHECK(!jf_wheel_cancel(w, h1, 2));	/* wrong id */
 	CHECK(!jf_wheel_cancel(w, h1 + 1, 1));	/* never handed out */
 	CHECK(!jf_wheel_cancel(w, 0xFFFF0000u, 1));	/* no such chunk */
 	CHECK(jf_wheel_advance(w, 10, out, 4) == 1);
+	CHECK(jf_wheel_due(w, h1, 1) == INT64_MIN);	/* fired */
 	CHECK(!jf_wheel_cancel(w, h1, 1));	/* fired */
 	CHECK(jf_wheel_insert(w, 2, 20, &h2) == JF_WHEEL_OK);
 	CHECK(h2 == h1);			/* reused */
+	CHECK(jf_wheel_due(w, h1, 1) == INT64_MIN);	/* stale: other id now */
+	CHECK(jf_wheel_due(w, h2, 2) == 20);
 	CHECK(!jf_wheel_cancel(w, h1, 1));	/* stale: other id now */
 	CHECK(jf_wheel_count(w) == 1);
 	CHECK(jf_wheel_cancel(w, h2, 2));
@@ -332,7 +339,9 @@ test_stale_handles(void)
 	CHECK(jf_wheel_advance(w, 1000, out, 4) == 0);
 	/* cancel in the ready list */
 	CHECK(jf_wheel_insert(w, 3, 5, &h3) == JF_WHEEL_OK);
+	CHECK(jf_wheel_due(w, h3, 3) == 5);		/* past due keeps its due */
 	CHECK(jf_wheel_cancel(w, h3, 3));
+	CHECK(jf_wheel_due(w, h3, 3) == INT64_MIN);	/* cancelled */
 	CHECK(jf_wheel_advance(w, 1000, out, 4) == 0);
 	jf_wheel_destroy(w);
 }
