@@ -75,6 +75,8 @@ hash_task_id(int64 id)
 
 /* most id ranges buffered from one drain before falling back to a rescan */
 #define MAX_PENDING_RANGES 8192
+/* widest id range loaded by primary key; wider ones wait for a rescan */
+#define MAX_RANGE_WIDTH 10000
 /* rows fetched per cursor round trip when loading */
 #define LOAD_FETCH 10000
 
@@ -144,7 +146,8 @@ capture_putmessage(char msgtype, const char *s, size_t len)
 
 	if (nranges > 0 && range_lo[nranges - 1] == lo && range_hi[nranges - 1] == hi)
 		return 0;
-	if (nranges >= MAX_PENDING_RANGES)
+	/* anyone may NOTIFY: a wide range is not worth its index scan */
+	if (nranges >= MAX_PENDING_RANGES || hi - lo >= MAX_RANGE_WIDTH)
 	{
 		ranges_overflowed = true;
 		return 0;
@@ -236,7 +239,9 @@ feed_map_memory(WorkerState *ws)
 /*
  * Run a query returning (id bigint, run_at timestamptz) through a cursor
  * and put each row in the wheel.  With replace false, tasks already in the
- * wheel are left alone (a rescan must not churn entries).
+ * wheel at their run_at are left alone (a rescan must not churn entries);
+ * one rescheduled without a notification (to a time beyond the notify
+ * window) gets its entry moved.
  */
 static void
 load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
@@ -261,9 +266,14 @@ load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
 			int64		id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
 			TimestampTz run_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 2, &isnull));
 
-			if (!replace && taskmap_lookup(ws->map, id) != NULL)
+			int64		due = jf_ts_to_due_ms(run_at);
+			TaskMapEntry *e;
+
+			/* an entry whose due no longer matches run_at is replaced */
+			if (!replace && (e = taskmap_lookup(ws->map, id)) != NULL &&
+				jf_wheel_due(ws->wheel, e->handle, (uint64) id) == due)
 				continue;
-			feed_upsert(ws, id, jf_ts_to_due_ms(run_at));
+			feed_upsert(ws, id, due);
 		}
 		SPI_freetuptable(SPI_tuptable);
 	}
@@ -273,8 +283,10 @@ load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
 /*
  * At start no attempt is in flight, so a running task is one a previous
  * worker claimed and never finished (crash, kill -9, failover): it goes
- * back to pending with its attempt counted and logged, or to failed when
- * that was its last attempt.  At least once: it may have been delivered.
+ * back to pending with its attempt counted and logged as interrupted.  An
+ * interrupted attempt is not a failure, so even a last attempt gets one
+ * more; a task interrupted beyond that (one that kills every worker that
+ * sends it) fails.  At least once: it may have been delivered.
  */
 void
 feed_rescue_running(WorkerState *ws)
@@ -285,7 +297,7 @@ feed_rescue_running(WorkerState *ws)
 	ret = SPI_execute(
 		"WITH r AS ("
 		"  UPDATE jobflow.tasks t"
-		"     SET state = CASE WHEN t.attempts >= t.max_attempts"
+		"     SET state = CASE WHEN t.attempts > t.max_attempts"
 		"                      THEN 'failed' ELSE 'pending' END::jobflow.task_state,"
 		"         last_error = 'the worker stopped during attempt ' || t.attempts,"
 		"         updated_at = pg_catalog.now()"
@@ -375,11 +387,12 @@ feed_process_notifications(WorkerState *ws)
 		materialize_cron(ws, jf_now_ms(), ws->loaded_until_ms, false);
 		jf_xact_commit();
 	}
+	/*
+	 * Notified tasks are due within the notify window, which the rolling
+	 * rescan covers: ranges that were dropped only ask for it sooner.
+	 */
 	if (ranges_overflowed)
-	{
-		ws->full_rescan = true;
-		return;
-	}
+		ws->rescan_soon = true;
 	if (nranges == 0 || ws->loaded_until_ms == PG_INT64_MIN)
 		return;
 
@@ -437,14 +450,13 @@ feed_housekeeping(WorkerState *ws, int64 now_ms)
 	jf_xact_begin("jobflow: load tasks within the horizon");
 	materialize_cron(ws, now_ms, new_until, ws->loaded_until_ms == PG_INT64_MIN);
 	values[0] = TimestampTzGetDatum(jf_ms_to_ts(new_until));
-	if (ws->loaded_until_ms == PG_INT64_MIN || ws->full_rescan)
+	if (ws->loaded_until_ms == PG_INT64_MIN)
 	{
 		/* everything: at start in due order, the wheel's cheapest case */
 		load_rows(ws,
 				  "SELECT id, run_at FROM jobflow.tasks"
 				  " WHERE state = 'pending' AND run_at < $1 ORDER BY run_at",
-				  1, types, values, ws->full_rescan);
-		ws->full_rescan = false;
+				  1, types, values, false);
 	}
 	else
 	{
@@ -460,5 +472,7 @@ feed_housekeeping(WorkerState *ws, int64 now_ms)
 	jf_xact_commit();
 
 	ws->loaded_until_ms = new_until;
+	ws->last_housekeeping_ms = now_ms;
 	ws->next_housekeeping_ms = now_ms + jobflow_reconcile_ms;
+	ws->rescan_soon = false;
 }

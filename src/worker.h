@@ -72,7 +72,8 @@ typedef struct WorkerState
 	JfHttp	   *http;
 	int64		loaded_until_ms;	/* pending tasks due before are in the wheel */
 	int64		next_housekeeping_ms;
-	bool		full_rescan;	/* notifications were dropped: rescan horizon */
+	int64		last_housekeeping_ms;
+	bool		rescan_soon;	/* notifications were dropped: rescan early */
 	bool		stopping;		/* SIGTERM: claim nothing new */
 } WorkerState;
 
@@ -111,9 +112,9 @@ typedef struct OutcomeRow
 	TaskOutcome outcome;
 	const char *state;			/* new task state */
 	TimestampTz scheduled_at;
-	TimestampTz started_at;
+	TimestampTz started_at;		/* unset for OUTCOME_INTERRUPTED */
 	TimestampTz finished_at;
-	TimestampTz next_run_at;	/* for retries; 0 otherwise */
+	TimestampTz next_run_at;	/* set for OUTCOME_RETRY only */
 	int			http_status;	/* 0 = none */
 	const char *error;			/* NULL = none */
 	const char *response;		/* NULL = none; need not be valid text */
@@ -123,6 +124,7 @@ typedef struct OutcomeRow
 extern void log_writer_init(void);
 extern void log_writer_add(const OutcomeRow *row);
 extern int	log_writer_buffered(void);
+extern bool log_writer_has_retry(int64 id);
 extern int64 log_writer_deadline(void);
 extern void log_writer_flush(void);
 
