@@ -144,6 +144,7 @@ CREATE FUNCTION jobflow.schedule(
 	content_type text DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	task_id bigint;
@@ -173,6 +174,7 @@ $$;
 CREATE FUNCTION jobflow.cancel(id bigint)
 RETURNS boolean
 LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
 AS $$
 	WITH c AS (
 		UPDATE jobflow.tasks t SET state = 'cancelled'
@@ -185,6 +187,7 @@ $$;
 CREATE FUNCTION jobflow.reschedule(id bigint, run_at timestamptz)
 RETURNS boolean
 LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
 AS $$
 	WITH r AS (
 		UPDATE jobflow.tasks t SET run_at = reschedule.run_at
@@ -212,9 +215,23 @@ BEGIN
 END
 $$;
 
-CREATE POLICY tasks_owner ON jobflow.tasks
+CREATE POLICY tasks_owner_select ON jobflow.tasks FOR SELECT
 	USING (pg_catalog.pg_has_role(owner::oid, 'USAGE')
-		   OR pg_catalog.pg_has_role('jobflow_admin', 'USAGE'))
+		   OR pg_catalog.pg_has_role('jobflow_admin', 'USAGE'));
+CREATE POLICY tasks_owner_insert ON jobflow.tasks FOR INSERT
+	WITH CHECK (pg_catalog.pg_has_role(owner::oid, 'USAGE')
+				OR pg_catalog.pg_has_role('jobflow_admin', 'USAGE'));
+
+/*
+ * Only pending tasks can be updated (cancel, reschedule) or locked with
+ * SELECT ... FOR UPDATE: a role cannot hold a lock on a running task and
+ * so stall or deadlock the worker writing its outcome.  The worker claims
+ * with SKIP LOCKED, so a locked pending task only delays itself.
+ */
+CREATE POLICY tasks_owner_update ON jobflow.tasks FOR UPDATE
+	USING (state OPERATOR(pg_catalog.=) 'pending'
+		   AND (pg_catalog.pg_has_role(owner::oid, 'USAGE')
+				OR pg_catalog.pg_has_role('jobflow_admin', 'USAGE')))
 	WITH CHECK (pg_catalog.pg_has_role(owner::oid, 'USAGE')
 				OR pg_catalog.pg_has_role('jobflow_admin', 'USAGE'));
 
@@ -310,6 +327,7 @@ CREATE TRIGGER cron_check
 CREATE FUNCTION jobflow._cron_notify()
 RETURNS trigger
 LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
 	PERFORM pg_catalog.pg_notify('jobflow', 'cron');
@@ -348,6 +366,7 @@ LANGUAGE C VOLATILE STRICT;
 CREATE FUNCTION jobflow._current_role()
 RETURNS regrole
 LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT r.oid::regrole FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER $$;
 
 /*
@@ -372,6 +391,7 @@ CREATE FUNCTION jobflow.schedule_cron(
 	missed text DEFAULT 'skip')
 RETURNS bigint
 LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	timer_id bigint;
@@ -417,6 +437,7 @@ $$;
 CREATE FUNCTION jobflow.unschedule_cron(name text)
 RETURNS boolean
 LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	timer_id bigint;
@@ -440,6 +461,7 @@ $$;
 CREATE FUNCTION jobflow.set_cron_active(name text, active boolean)
 RETURNS boolean
 LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	timer_id bigint;

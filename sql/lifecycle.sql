@@ -25,7 +25,9 @@ SELECT jobflow.cancel(-1) AS cancel_unknown, jobflow.reschedule(-1, now()) AS re
 -- an application cannot drive the worker's transitions itself
 UPDATE jobflow.tasks SET state = 'running' WHERE id = :b;
 UPDATE jobflow.tasks SET state = 'succeeded' WHERE id = :b;
+-- finished tasks are outside the update policy: nothing changes
 UPDATE jobflow.tasks SET state = 'pending' WHERE id = :a;
+SELECT state FROM jobflow.tasks WHERE id = :a;
 -- nor touch columns it was not granted
 UPDATE jobflow.tasks SET attempts = 0 WHERE id = :b;
 UPDATE jobflow.tasks SET url = 'http://127.0.0.1:9/other' WHERE id = :b;
@@ -38,6 +40,11 @@ RESET ROLE;
 -- the worker's transitions, as a superuser stands in for it
 UPDATE jobflow.tasks SET state = 'running', attempts = attempts + 1 WHERE id = :b;
 SELECT jobflow.cancel(:b) AS cancel_running, jobflow.reschedule(:b, now()) AS reschedule_running;
+-- an application sees its running task but cannot lock it against the worker
+SET ROLE regress_jobflow_app;
+SELECT count(*) AS visible FROM jobflow.tasks WHERE id = :b;
+SELECT count(*) AS locked FROM (SELECT id FROM jobflow.tasks WHERE id = :b FOR UPDATE) l;
+RESET ROLE;
 UPDATE jobflow.tasks SET state = 'cancelled' WHERE id = :b;
 UPDATE jobflow.tasks SET state = 'succeeded', last_status = 200 WHERE id = :b;
 SELECT state, attempts, last_status, updated_at >= created_at AS touched FROM jobflow.tasks WHERE id = :b;
