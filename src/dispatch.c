@@ -178,6 +178,48 @@ submit_row(WorkerState *ws, HeapTuple tup, TupleDesc desc)
 	dlist_push_tail(&in_flight, &e->node);
 }
 
+static int
+compare_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * A retry falls due before its outcome row is written when the loop was
+ * held up for longer than the flush interval: its claim finds the task
+ * still running.  Put such tasks back in the wheel for just after the
+ * next flush instead of leaving them to the rescan.
+ */
+static void
+requeue_unwritten_retries(WorkerState *ws, Datum *ids, int n,
+						  SPITupleTable *claimed, int64 now_ms)
+{
+	uint64		nclaimed = SPI_processed;
+	int64	   *got = palloc(sizeof(int64) * Max(nclaimed, 1));
+	uint64		i;
+	int			k;
+
+	for (i = 0; i < nclaimed; i++)
+	{
+		bool		isnull;
+
+		got[i] = DatumGetInt64(SPI_getbinval(claimed->vals[i], claimed->tupdesc, 1, &isnull));
+	}
+	qsort(got, nclaimed, sizeof(int64), compare_int64);
+	for (k = 0; k < n; k++)
+	{
+		int64		id = DatumGetInt64(ids[k]);
+
+		if (bsearch(&id, got, nclaimed, sizeof(int64), compare_int64) == NULL &&
+			log_writer_has_retry(id))
+			feed_upsert(ws, id, now_ms + jobflow_log_flush_ms);
+	}
+	pfree(got);
+}
+
 /*
  * Claim the given due tasks and submit those that are still pending and
  * due.  Everything the requests need is copied by jf_http_submit, so the
@@ -197,13 +239,19 @@ claim_and_submit(WorkerState *ws, Datum *ids, int n, int64 now_ms)
 		/*
 		 * A generic plan: planned for the actual values, a burst makes the
 		 * run_at index look cheaper than the primary key, and each claim
-		 * then filters every due task instead of fetching its ids.
+		 * then filters every due task instead of fetching its ids.  SKIP
+		 * LOCKED: a task some transaction holds (a cancel in progress, a
+		 * SELECT ... FOR UPDATE) must not stall every other task; it stays
+		 * pending and the next rescan puts it back in the wheel.
 		 */
 		SPIPlanPtr	plan = SPI_prepare_cursor(
 			"UPDATE jobflow.tasks t"
 			"   SET state = 'running', attempts = t.attempts + 1,"
 			"       updated_at = pg_catalog.now()"
-			" WHERE t.id = ANY($1) AND t.state = 'pending' AND t.run_at <= $2"
+			"  FROM (SELECT d.id FROM jobflow.tasks d"
+			"         WHERE d.id = ANY($1) AND d.state = 'pending' AND d.run_at <= $2"
+			"         FOR UPDATE SKIP LOCKED) c"
+			" WHERE t.id = c.id"
 			" RETURNING t.id, t.attempts, t.max_attempts, t.owner, t.run_at,"
 			"           t.url, t.method, t.headers, t.body, t.content_type, t.timeout_ms",
 			2, types, CURSOR_OPT_GENERIC_PLAN);
@@ -223,6 +271,8 @@ claim_and_submit(WorkerState *ws, Datum *ids, int n, int64 now_ms)
 	for (i = 0; i < SPI_processed; i++)
 		submit_row(ws, SPI_tuptable->vals[i], SPI_tuptable->tupdesc);
 	pg_atomic_fetch_add_u64(&jobflow_shared->fired, SPI_processed);
+	if (SPI_processed < (uint64) n)
+		requeue_unwritten_retries(ws, ids, n, SPI_tuptable, now_ms);
 	jf_xact_commit();
 }
 
@@ -385,8 +435,10 @@ dispatch_in_flight(void)
 
 /*
  * Stopping: requests still in flight after the grace period are dropped.
- * Their tasks go back to pending (or failed on their last attempt) with the
- * attempt logged as interrupted: it may or may not have been delivered.
+ * Their tasks go back to pending with the attempt logged as interrupted: it
+ * may or may not have been delivered, so it is not held against the task
+ * as a failure.  Only a task interrupted beyond max_attempts (one spare
+ * attempt, against a task that kills every worker that sends it) fails.
  */
 void
 dispatch_abandon(WorkerState *ws)
@@ -406,7 +458,7 @@ dispatch_abandon(WorkerState *ws)
 		row.scheduled_at = e->task.scheduled_at;
 		row.finished_at = now;
 		row.outcome = OUTCOME_INTERRUPTED;
-		row.state = e->task.attempt < e->task.max_attempts ? "pending" : "failed";
+		row.state = e->task.attempt <= e->task.max_attempts ? "pending" : "failed";
 		row.error = "the worker stopped during this attempt; it may have been delivered";
 		log_writer_add(&row);
 		dlist_delete(&e->node);

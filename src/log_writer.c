@@ -99,6 +99,23 @@ log_writer_add(const OutcomeRow *row)
 	pg_atomic_write_u64(&jobflow_shared->buffered_rows, nrows);
 }
 
+/*
+ * Whether a retry of task id waits in the buffer: its row still says
+ * running, so a claim made now would miss it.
+ */
+bool
+log_writer_has_retry(int64 id)
+{
+	int			i;
+
+	for (i = 0; i < nrows; i++)
+	{
+		if (rows[i].id == id && rows[i].outcome == OUTCOME_RETRY)
+			return true;
+	}
+	return false;
+}
+
 int
 log_writer_buffered(void)
 {
@@ -174,9 +191,9 @@ text_or_null(const char *s, bool *isnull)
 }
 
 static inline Datum
-ts_or_null(TimestampTz ts, bool *isnull)
+ts_or_null(TimestampTz ts, bool present, bool *isnull)
 {
-	*isnull = (ts == 0);
+	*isnull = !present;
 	return TimestampTzGetDatum(ts);
 }
 
@@ -205,9 +222,9 @@ write_rows(int from, int n)
 		e[0][i] = Int64GetDatum(r->id);
 		e[1][i] = Int32GetDatum(r->attempt);
 		e[2][i] = ObjectIdGetDatum(r->owner);
-		e[3][i] = ts_or_null(r->scheduled_at, &nl[3][i]);
-		e[4][i] = ts_or_null(r->started_at, &nl[4][i]);
-		e[5][i] = ts_or_null(r->finished_at, &nl[5][i]);
+		e[3][i] = ts_or_null(r->scheduled_at, true, &nl[3][i]);
+		e[4][i] = ts_or_null(r->started_at, r->outcome != OUTCOME_INTERRUPTED, &nl[4][i]);
+		e[5][i] = ts_or_null(r->finished_at, true, &nl[5][i]);
 		e[6][i] = CStringGetTextDatum(outcome_names[r->outcome]);
 		e[7][i] = Int32GetDatum(r->http_status);
 		nl[7][i] = (r->http_status == 0);
@@ -224,7 +241,8 @@ write_rows(int from, int n)
 		for (i = 0; i < n; i++)
 		{
 			state[i] = CStringGetTextDatum(rows[from + i].state);
-			next[i] = ts_or_null(rows[from + i].next_run_at, &next_null[i]);
+			next[i] = ts_or_null(rows[from + i].next_run_at,
+								 rows[from + i].outcome == OUTCOME_RETRY, &next_null[i]);
 		}
 		uv[0] = PointerGetDatum(make_array(e[0], NULL, n, INT8OID));
 		uv[1] = PointerGetDatum(make_array(state, NULL, n, TEXTOID));

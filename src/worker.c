@@ -43,6 +43,8 @@
 #include "utils/snapmgr.h"
 
 #define EXTENSION_WAIT_MS 10000
+/* earliest rescan after dropped notifications, to bound what spoofing costs */
+#define RESCAN_SOON_MS 100
 
 bool		jobflow_am_worker = false;
 
@@ -269,6 +271,12 @@ jobflow_worker_main(Datum main_arg)
 	pgstat_report_appname("jobflow worker");
 	SetConfigOption("session_replication_role", "replica", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	/* a role's objects in public must never resolve in the superuser worker */
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+	/* timeouts set per database or role would make the worker exit */
+	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("lock_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 
 	SpinLockAcquire(&jobflow_shared->mutex);
 	jobflow_shared->worker_pid = MyProcPid;
@@ -321,7 +329,8 @@ jobflow_worker_main(Datum main_arg)
 
 		dispatch_collect(&ws);
 		throttled = dispatch_due(&ws, jf_now_ms());
-		if (jf_now_ms() >= ws.next_housekeeping_ms || ws.full_rescan)
+		if (jf_now_ms() >= ws.next_housekeeping_ms ||
+			(ws.rescan_soon && jf_now_ms() >= ws.last_housekeeping_ms + RESCAN_SOON_MS))
 			feed_housekeeping(&ws, jf_now_ms());
 		if (jf_now_ms() >= log_writer_deadline())
 			log_writer_flush();
@@ -335,6 +344,8 @@ jobflow_worker_main(Datum main_arg)
 		}
 
 		deadline = Min(ws.next_housekeeping_ms, log_writer_deadline());
+		if (ws.rescan_soon)
+			deadline = Min(deadline, ws.last_housekeeping_ms + RESCAN_SOON_MS);
 		if (!throttled)
 			deadline = Min(deadline, jf_wheel_next_deadline(ws.wheel));
 		timeout = ms_until(deadline);
