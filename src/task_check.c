@@ -19,6 +19,7 @@
 
 #include "access/detoast.h"
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
 #include "commands/trigger.h"
@@ -30,6 +31,7 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
@@ -664,9 +666,61 @@ jobflow_task_check(PG_FUNCTION_ARGS)
 }
 
 /*
- * AFTER statement trigger: NOTIFY jobflow '<min id> <max id>' when the
- * statement left pending tasks due before the worker wants to hear of
- * them.  NOTIFY is delivered at commit, so a rolled-back task never wakes
+ * One announcement per statement, kept until commit: whether it must wake
+ * the worker is decided by the pre-commit callback, against the notify
+ * window in force at commit rather than at the statement, so a transaction
+ * that stays open for a while still wakes the worker when its tasks have
+ * become due soon (or overdue) by the time they become visible.
+ */
+typedef struct Announcement
+{
+	int64		min_id;
+	int64		max_id;
+	TimestampTz min_run_at;
+} Announcement;
+
+static Announcement *announcements = NULL;	/* in TopTransactionContext */
+static int	nannouncements = 0;
+static int	maxannouncements = 0;
+static bool callback_registered = false;
+
+static void
+announce_at_commit(XactEvent event, void *arg)
+{
+	int			i;
+
+	if (event == XACT_EVENT_PRE_COMMIT && nannouncements > 0)
+	{
+		TimestampTz before = jobflow_notify_before();
+
+		for (i = 0; i < nannouncements; i++)
+		{
+			char		payload[64];
+
+			if (announcements[i].min_run_at >= before)
+				continue;
+			snprintf(payload, sizeof(payload), INT64_FORMAT " " INT64_FORMAT,
+					 announcements[i].min_id, announcements[i].max_id);
+			/* queued before PreCommit_Notify, which runs after this callback */
+			Async_Notify(JOBFLOW_CHANNEL, payload);
+		}
+	}
+	if (event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PRE_PREPARE ||
+		event == XACT_EVENT_ABORT || event == XACT_EVENT_COMMIT ||
+		event == XACT_EVENT_PARALLEL_ABORT)
+	{
+		/* the array lives in TopTransactionContext and goes with it */
+		announcements = NULL;
+		nannouncements = 0;
+		maxannouncements = 0;
+	}
+}
+
+/*
+ * AFTER statement trigger: remember the id range and earliest due time of
+ * the pending tasks the statement wrote; at commit they become
+ * NOTIFY jobflow '<min id> <max id>' if the worker needs to hear of them.
+ * NOTIFY is delivered at commit only, so a rolled-back task never wakes
  * the worker.
  */
 PG_FUNCTION_INFO_V1(jobflow_notify_worker);
@@ -680,14 +734,25 @@ jobflow_notify_worker(PG_FUNCTION_ARGS)
 		!TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event))
 		elog(ERROR, "jobflow_notify_worker: must be fired after each statement");
 
-	if (announce.any && announce.lxid == MyProc->lxid &&
-		announce.min_run_at < jobflow_notify_before())
+	if (announce.any && announce.lxid == MyProc->lxid)
 	{
-		char		payload[64];
-
-		snprintf(payload, sizeof(payload), INT64_FORMAT " " INT64_FORMAT,
-				 announce.min_id, announce.max_id);
-		Async_Notify(JOBFLOW_CHANNEL, payload);
+		if (!callback_registered)
+		{
+			RegisterXactCallback(announce_at_commit, NULL);
+			callback_registered = true;
+		}
+		if (nannouncements == maxannouncements)
+		{
+			maxannouncements = Max(8, maxannouncements * 2);
+			announcements = announcements == NULL ?
+				MemoryContextAlloc(TopTransactionContext,
+								   sizeof(Announcement) * maxannouncements) :
+				repalloc(announcements, sizeof(Announcement) * maxannouncements);
+		}
+		announcements[nannouncements].min_id = announce.min_id;
+		announcements[nannouncements].max_id = announce.max_id;
+		announcements[nannouncements].min_run_at = announce.min_run_at;
+		nannouncements++;
 	}
 	announce.any = false;
 	return PointerGetDatum(NULL);
