@@ -1,0 +1,150 @@
+# -------------------------------------------------------------------------
+#
+# test_robustness.py
+#     What one tenant or one odd task must not be able to do to the worker:
+#     stall it with a row lock, break its writes with an edge-case value,
+#     or leave a task in the wheel at a time it no longer has.
+#
+# The suite's cluster runs with jobflow.reconcile_interval = 1s, so the
+# notify window is 3 s and the rolling rescan looks 2 s ahead.
+#
+# -------------------------------------------------------------------------
+
+import time
+import uuid
+
+import pytest
+
+from conftest import epoch, schedule, task_log, task_row, wait_final
+
+PROMPT = 1.0
+
+
+@pytest.fixture
+def app_role(db):
+    """A throwaway application role granted jobflow_user."""
+    name = "app_" + uuid.uuid4().hex[:10]
+    with db.cursor() as cur:
+        cur.execute("CREATE ROLE %s" % name)
+        cur.execute("GRANT jobflow_user TO %s" % name)
+    yield name
+    with db.cursor() as cur:
+        cur.execute("DELETE FROM jobflow.task_log WHERE owner = %s::regrole", (name,))
+        cur.execute("DELETE FROM jobflow.tasks WHERE owner = %s::regrole", (name,))
+        cur.execute("DROP ROLE %s" % name)
+
+
+def test_moved_earlier_without_notification_fires_at_new_time(db, receiver, server):
+    """A task loaded into the wheel at start, then moved earlier but still
+    beyond the notify window (no NOTIFY), fires at its new time: the rescan
+    sees its entry is stale."""
+    url, tag = receiver.unique_url("/ok")
+    task_id = schedule(db, url, run_at_sql="now() + interval '60 s'")
+    old_pid = server.worker_pid(db)
+    with db.cursor() as cur:
+        cur.execute("SELECT pg_terminate_backend(%s)", (old_pid,))
+    server.wait_worker(old_pid)          # the new worker loads it at start
+    with db.cursor() as cur:
+        cur.execute("SELECT jobflow.reschedule(%s, now() + interval '5 s')", (task_id,))
+        assert cur.fetchone()[0] is True
+    new_due = epoch(db, task_id)
+    req = receiver.wait_for(lambda r: ("t=" + tag) in r["query"], timeout=15)[0]
+    assert req["time"] >= new_due, "fired %.3f s early" % (new_due - req["time"])
+    assert req["time"] - new_due < PROMPT, \
+        "fired %.3f s after its new time" % (req["time"] - new_due)
+    assert wait_final(db, task_id) == "succeeded"
+
+
+def test_row_lock_of_one_tenant_does_not_stall_others(db, connect, receiver, app_role):
+    """A role holding FOR UPDATE on its own due task delays that task only;
+    it cannot lock a running task at all."""
+    holder = connect(autocommit=False)
+    with holder.cursor() as cur:
+        cur.execute("SET ROLE %s" % app_role)
+        cur.execute("SELECT jobflow.schedule(%s, run_at => now() + interval '1 s')",
+                    (receiver.unique_url("/ok")[0],))
+        locked_id = cur.fetchone()[0]
+    holder.commit()
+    other_url, other_tag = receiver.unique_url("/ok")
+    other_id = schedule(db, other_url, run_at_sql="now() + interval '1.2 s'")
+    other_due = epoch(db, other_id)
+
+    with holder.cursor() as cur:
+        cur.execute("SELECT id FROM jobflow.tasks WHERE id = %s FOR UPDATE", (locked_id,))
+        assert cur.fetchone()[0] == locked_id
+    try:
+        req = receiver.wait_for(lambda r: ("t=" + other_tag) in r["query"], timeout=10)[0]
+        assert req["time"] - other_due < PROMPT, \
+            "another task waited %.3f s behind a tenant's row lock" % (req["time"] - other_due)
+        assert wait_final(db, other_id) == "succeeded"
+        time.sleep(0.5)
+        assert task_row(db, locked_id)["state"] == "pending", "a locked task was claimed"
+    finally:
+        holder.rollback()
+    assert wait_final(db, locked_id, timeout=15) == "succeeded"
+
+
+def test_running_task_cannot_be_locked_by_its_owner(db, connect, receiver, app_role):
+    app = connect(autocommit=False)
+    with app.cursor() as cur:
+        cur.execute("SET ROLE %s" % app_role)
+        cur.execute("SELECT jobflow.schedule(%s)", (receiver.url("/delay/1500"),))
+        task_id = cur.fetchone()[0]
+    app.commit()
+    deadline = time.time() + 5
+    while task_row(db, task_id)["state"] != "running" and time.time() < deadline:
+        time.sleep(0.02)
+    assert task_row(db, task_id)["state"] == "running"
+    with app.cursor() as cur:
+        cur.execute("SELECT count(*) FROM jobflow.tasks WHERE id = %s", (task_id,))
+        assert cur.fetchone()[0] == 1
+        cur.execute("SELECT id FROM jobflow.tasks WHERE id = %s FOR UPDATE", (task_id,))
+        assert cur.fetchall() == []
+    app.rollback()
+    assert wait_final(db, task_id) == "succeeded"
+
+
+def test_run_at_at_the_postgres_epoch_is_logged(db, receiver):
+    """2000-01-01 00:00:00+00 is TimestampTz 0: still a time, not 'none'."""
+    url, tag = receiver.unique_url("/ok")
+    task_id = schedule(db, url, run_at_sql="'2000-01-01 00:00:00+00'::timestamptz")
+    receiver.wait_for(lambda r: ("t=" + tag) in r["query"], timeout=10)
+    assert wait_final(db, task_id) == "succeeded"
+    log = task_log(db, task_id)
+    assert [r["outcome"] for r in log] == ["succeeded"]
+    assert log[0]["scheduled_at"] is not None
+
+
+def test_long_transaction_committing_near_due_time_notifies(db, connect, receiver):
+    """The notify decision is taken at commit: a task inserted beyond the
+    notify window by a transaction that commits shortly before it is due
+    still wakes the worker at once."""
+    url, tag = receiver.unique_url("/ok")
+    txn = connect(autocommit=False)
+    with txn.cursor() as cur:
+        cur.execute("SELECT jobflow.schedule(%s, run_at => clock_timestamp() + interval '4 s'),"
+                    "       extract(epoch FROM clock_timestamp() + interval '4 s')", (url,))
+        task_id, due = cur.fetchone()
+    time.sleep(3.7)
+    txn.commit()
+    req = receiver.wait_for(lambda r: ("t=" + tag) in r["query"], timeout=10)[0]
+    assert req["time"] >= float(due) - 0.002
+    assert req["time"] - float(due) < 0.5, \
+        "fired %.3f s late after a late commit" % (req["time"] - float(due))
+    assert wait_final(db, task_id) == "succeeded"
+
+
+def test_spoofed_notifications_are_cheap(db, connect, receiver):
+    """Anyone may NOTIFY jobflow: a huge id range must not make the worker
+    load the table, and real tasks keep firing on time."""
+    outsider = connect()
+    with outsider.cursor() as cur:
+        for _ in range(50):
+            cur.execute("NOTIFY jobflow, '1 9223372036854775807'")
+        cur.execute("NOTIFY jobflow, 'garbage'")
+    url, tag = receiver.unique_url("/ok")
+    task_id = schedule(db, url, run_at_sql="now() + interval '0.5 s'")
+    due = epoch(db, task_id)
+    req = receiver.wait_for(lambda r: ("t=" + tag) in r["query"], timeout=10)[0]
+    assert req["time"] - due < PROMPT
+    assert wait_final(db, task_id) == "succeeded"
