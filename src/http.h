@@ -138,6 +138,16 @@ extern void jf_http_perform(JfHttp *h);
 extern bool jf_http_next_result(JfHttp *h, JfHttpResult *out);
 extern void jf_http_result_free(JfHttpResult *r);
 
+/*
+ * Calls fn(user, arg) for every request still waiting in the dispatcher's
+ * queues, that is, never sent; nothing is removed.  For a caller about to
+ * destroy the dispatcher that must tell unsent requests from those that may
+ * have reached their receiver.
+ */
+extern void jf_http_foreach_queued(const JfHttp *h,
+								   void (*fn) (void *user, void *arg),
+								   void *arg);
+
 extern int	jf_http_in_flight(const JfHttp *h);
 extern int	jf_http_queued(const JfHttp *h);
 

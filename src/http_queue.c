@@ -267,6 +267,23 @@ jf_http_queue_destroy(JfHttp *h)
 	h->heap = NULL;
 }
 
+/* Waiting requests are exactly those never handed to curl. */
+void
+jf_http_foreach_queued(const JfHttp *h, void (*fn) (void *user, void *arg),
+					   void *arg)
+{
+	if (h->buckets == NULL)
+		return;
+	for (size_t i = 0; i < h->nbuckets; i++)
+	{
+		for (const JfHost *x = h->buckets[i]; x != NULL; x = x->hnext)
+		{
+			for (const JfReq *r = x->head; r != NULL; r = r->next)
+				fn(r->res.user, arg);
+		}
+	}
+}
+
 /*
  * Queue r at the end of its host's FIFO, stamping its submission order.
  * false only on OOM, with r untouched (the caller still owns it).

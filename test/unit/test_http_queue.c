@@ -102,6 +102,16 @@ test_global_cap_and_order(void)
  * A host saturated by hung requests (cap 2, two more queued) does not delay
  * another host; destroying the dispatcher aborts the hung ones.
  */
+/* counts queued requests and sums their user values */
+static void
+note_queued(void *user, void *arg)
+{
+	intptr_t   *seen = arg;
+
+	seen[0]++;
+	seen[1] += (intptr_t) user;
+}
+
 static void
 test_hung_host_isolation(void)
 {
@@ -126,6 +136,14 @@ test_hung_host_isolation(void)
 	for (int i = 0; i < c->n; i++)
 		CHECK(c->r[i].task_id >= 11 && c->r[i].http_status == 200);
 	CHECK(jf_http_in_flight(h) == 2 && jf_http_queued(h) == 2);
+	/* the two waiting behind the hung host were never sent: tasks 3 and 4 */
+	{
+		intptr_t	seen[2] = {0, 0};
+
+		jf_http_foreach_queued(h, note_queued, seen);
+		CHECK(seen[0] == 2);
+		CHECK(seen[1] == 30 + 40);	/* users are id * 10 */
+	}
 	collected_free(c);
 	free(c);
 	jf_http_destroy(h);
