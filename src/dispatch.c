@@ -33,6 +33,7 @@
 typedef struct InFlightEntry
 {
 	InFlight	task;
+	bool		unsent;			/* still queued when the worker stopped */
 	dlist_node	node;
 } InFlightEntry;
 
@@ -434,18 +435,27 @@ dispatch_in_flight(void)
 }
 
 /*
- * Stopping: requests still in flight after the grace period are dropped.
+ * Stopping: requests never sent (still queued behind the caps) are handed
+ * back: their claim is undone and nothing is logged.  Requests still in
+ * flight after the grace period are dropped.
  * Their tasks go back to pending with the attempt logged as interrupted: it
  * may or may not have been delivered, so it is not held against the task
  * as a failure.  Only a task interrupted beyond max_attempts (one spare
  * attempt, against a task that kills every worker that sends it) fails.
  */
+static void
+mark_unsent(void *user, void *arg)
+{
+	((InFlightEntry *) user)->unsent = true;
+}
+
 void
 dispatch_abandon(WorkerState *ws)
 {
 	dlist_mutable_iter it;
 	TimestampTz now = GetCurrentTimestamp();
 
+	jf_http_foreach_queued(ws->http, mark_unsent, NULL);
 	dlist_foreach_modify(it, &in_flight)
 	{
 		InFlightEntry *e = dlist_container(InFlightEntry, node, it.cur);
@@ -457,9 +467,18 @@ dispatch_abandon(WorkerState *ws)
 		row.owner = e->task.owner;
 		row.scheduled_at = e->task.scheduled_at;
 		row.finished_at = now;
-		row.outcome = OUTCOME_INTERRUPTED;
-		row.state = e->task.attempt <= e->task.max_attempts ? "pending" : "failed";
-		row.error = "the worker stopped during this attempt; it may have been delivered";
+		if (e->unsent)
+		{
+			/* never left the queue: as if it had not been claimed */
+			row.outcome = OUTCOME_UNSENT;
+			row.state = "pending";
+		}
+		else
+		{
+			row.outcome = OUTCOME_INTERRUPTED;
+			row.state = e->task.attempt <= e->task.max_attempts ? "pending" : "failed";
+			row.error = "the worker stopped during this attempt; it may have been delivered";
+		}
 		log_writer_add(&row);
 		dlist_delete(&e->node);
 		pfree(e);

@@ -28,7 +28,7 @@
 #include "utils/resowner.h"
 
 static const char *const outcome_names[] = {
-	"succeeded", "retry", "failed", "interrupted"
+	"succeeded", "retry", "failed", "interrupted", "unsent"
 };
 
 static MemoryContext buffer_cxt = NULL;
@@ -149,7 +149,8 @@ make_array(Datum *elems, bool *nulls, int n, Oid type)
 static void
 prepare_plans(void)
 {
-	Oid			utypes[5] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, INT4ARRAYOID, TEXTARRAYOID};
+	Oid			utypes[6] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, INT4ARRAYOID,
+		TEXTARRAYOID, INT4ARRAYOID};
 	Oid			itypes[10] = {INT8ARRAYOID, INT4ARRAYOID, OIDARRAYOID, TIMESTAMPTZARRAYOID,
 		TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID, INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
 
@@ -157,12 +158,14 @@ prepare_plans(void)
 		"UPDATE jobflow.tasks t"
 		"   SET state = u.state::jobflow.task_state,"
 		"       run_at = COALESCE(u.next_run_at, t.run_at),"
-		"       last_status = u.status, last_error = u.error,"
+		"       attempts = t.attempts - u.unclaim,"
+		"       last_status = CASE WHEN u.unclaim = 1 THEN t.last_status ELSE u.status END,"
+		"       last_error = CASE WHEN u.unclaim = 1 THEN t.last_error ELSE u.error END,"
 		"       updated_at = pg_catalog.now()"
 		"  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3),"
-		"                  pg_catalog.unnest($4), pg_catalog.unnest($5))"
-		"    AS u(id, state, next_run_at, status, error)"
-		" WHERE t.id = u.id AND t.state = 'running'", 5, utypes);
+		"                  pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6))"
+		"    AS u(id, state, next_run_at, status, error, unclaim)"
+		" WHERE t.id = u.id AND t.state = 'running'", 6, utypes);
 	if (update_plan == NULL)
 		elog(ERROR, "could not prepare the outcome update: %s", SPI_result_code_string(SPI_result));
 	SPI_keepplan(update_plan);
@@ -177,7 +180,8 @@ prepare_plans(void)
 		"                  pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9),"
 		"                  pg_catalog.unnest($10))"
 		"    AS u(task_id, attempt, owner, scheduled_at, started_at, finished_at,"
-		"         outcome, http_status, error, response)", 10, itypes);
+		"         outcome, http_status, error, response)"
+		" WHERE u.outcome <> 'unsent'", 10, itypes);
 	if (insert_plan == NULL)
 		elog(ERROR, "could not prepare the log insert: %s", SPI_result_code_string(SPI_result));
 	SPI_keepplan(insert_plan);
@@ -201,7 +205,7 @@ ts_or_null(TimestampTz ts, bool present, bool *isnull)
 static void
 write_rows(int from, int n)
 {
-	Datum		uv[5];
+	Datum		uv[6];
 	Datum		iv[10];
 	Datum	   *e[10];
 	bool	   *nl[10];
@@ -223,7 +227,7 @@ write_rows(int from, int n)
 		e[1][i] = Int32GetDatum(r->attempt);
 		e[2][i] = ObjectIdGetDatum(r->owner);
 		e[3][i] = ts_or_null(r->scheduled_at, true, &nl[3][i]);
-		e[4][i] = ts_or_null(r->started_at, r->outcome != OUTCOME_INTERRUPTED, &nl[4][i]);
+		e[4][i] = ts_or_null(r->started_at, r->outcome < OUTCOME_INTERRUPTED, &nl[4][i]);
 		e[5][i] = ts_or_null(r->finished_at, true, &nl[5][i]);
 		e[6][i] = CStringGetTextDatum(outcome_names[r->outcome]);
 		e[7][i] = Int32GetDatum(r->http_status);
@@ -235,12 +239,14 @@ write_rows(int from, int n)
 	/* tasks: id, state, next_run_at, status, error */
 	{
 		Datum	   *state = palloc(sizeof(Datum) * n);
+		Datum	   *unclaim = palloc(sizeof(Datum) * n);
 		Datum	   *next = palloc(sizeof(Datum) * n);
 		bool	   *next_null = palloc(sizeof(bool) * n);
 
 		for (i = 0; i < n; i++)
 		{
 			state[i] = CStringGetTextDatum(rows[from + i].state);
+			unclaim[i] = Int32GetDatum(rows[from + i].outcome == OUTCOME_UNSENT ? 1 : 0);
 			next[i] = ts_or_null(rows[from + i].next_run_at,
 								 rows[from + i].outcome == OUTCOME_RETRY, &next_null[i]);
 		}
@@ -249,6 +255,7 @@ write_rows(int from, int n)
 		uv[2] = PointerGetDatum(make_array(next, next_null, n, TIMESTAMPTZOID));
 		uv[3] = PointerGetDatum(make_array(e[7], nl[7], n, INT4OID));
 		uv[4] = PointerGetDatum(make_array(e[8], nl[8], n, TEXTOID));
+		uv[5] = PointerGetDatum(make_array(unclaim, NULL, n, INT4OID));
 	}
 	iv[0] = uv[0];
 	iv[1] = PointerGetDatum(make_array(e[1], NULL, n, INT4OID));

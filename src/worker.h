@@ -101,7 +101,9 @@ typedef enum TaskOutcome
 	OUTCOME_SUCCEEDED,
 	OUTCOME_RETRY,
 	OUTCOME_FAILED,
-	OUTCOME_INTERRUPTED			/* the worker stopped during the attempt */
+	OUTCOME_INTERRUPTED,		/* the worker stopped during the attempt */
+	OUTCOME_UNSENT				/* the worker stopped before sending: the
+								 * claim is undone, nothing is logged */
 } TaskOutcome;
 
 typedef struct OutcomeRow
@@ -112,7 +114,7 @@ typedef struct OutcomeRow
 	TaskOutcome outcome;
 	const char *state;			/* new task state */
 	TimestampTz scheduled_at;
-	TimestampTz started_at;		/* unset for OUTCOME_INTERRUPTED */
+	TimestampTz started_at;		/* unset from OUTCOME_INTERRUPTED on */
 	TimestampTz finished_at;
 	TimestampTz next_run_at;	/* set for OUTCOME_RETRY only */
 	int			http_status;	/* 0 = none */

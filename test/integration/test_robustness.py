@@ -148,3 +148,36 @@ def test_spoofed_notifications_are_cheap(db, connect, receiver):
     req = receiver.wait_for(lambda r: ("t=" + tag) in r["query"], timeout=10)[0]
     assert req["time"] - due < PROMPT
     assert wait_final(db, task_id) == "succeeded"
+
+
+def test_stop_hands_back_unsent_requests(connect, receiver, server):
+    """At a fast shutdown, requests still queued behind the caps were never
+    sent: their claim is undone (no attempt counted, nothing logged); the
+    one in flight is logged as interrupted.  All fire after the restart."""
+    db = connect()
+    server.set_guc(db, "jobflow.max_concurrent_requests", 1)
+    server.set_guc(db, "jobflow.shutdown_grace", "200ms")
+    try:
+        time.sleep(0.5)
+        url, tag = receiver.unique_url("/delay/1000")
+        ids = [schedule(db, url, max_attempts=1) for _ in range(4)]
+        receiver.wait_for(lambda r: ("t=" + tag) in r["query"], n=1, timeout=10)
+        old_pid = server.worker_pid(db)
+        db.close()
+        server.restart()
+        server.wait_worker(old_pid)
+        db = connect()
+        states = wait_final(db, ids, timeout=30)
+        assert set(states.values()) == {"succeeded"}, states
+        interrupted = [i for i in ids
+                       if any(r["outcome"] == "interrupted" for r in task_log(db, i))]
+        assert len(interrupted) == 1, "exactly the request in flight was interrupted"
+        for i in ids:
+            if i in interrupted:
+                continue
+            assert [r["outcome"] for r in task_log(db, i)] == ["succeeded"]
+            assert task_row(db, i)["attempts"] == 1
+    finally:
+        db = connect()
+        server.set_guc(db, "jobflow.max_concurrent_requests", None)
+        server.set_guc(db, "jobflow.shutdown_grace", None)
