@@ -423,17 +423,6 @@ dispatch_collect(WorkerState *ws)
 	}
 }
 
-int
-dispatch_in_flight(void)
-{
-	int			n = 0;
-	dlist_iter	it;
-
-	dlist_foreach(it, &in_flight)
-		n++;
-	return n;
-}
-
 /*
  * Stopping: requests never sent (still queued behind the caps) are handed
  * back: their claim is undone and nothing is logged.  Requests still in

@@ -92,7 +92,6 @@ extern void dispatch_init(WorkerState *ws);
 extern void dispatch_reconfigure(WorkerState *ws);
 extern bool dispatch_due(WorkerState *ws, int64 now_ms);
 extern void dispatch_collect(WorkerState *ws);
-extern int	dispatch_in_flight(void);
 extern void dispatch_abandon(WorkerState *ws);
 
 /* log_writer.c: buffered, batched writes of outcomes */
