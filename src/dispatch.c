@@ -423,21 +423,21 @@ dispatch_collect(WorkerState *ws)
 	}
 }
 
-/*
- * Stopping: requests never sent (still queued behind the caps) are handed
- * back: their claim is undone and nothing is logged.  Requests still in
- * flight after the grace period are dropped.
- * Their tasks go back to pending with the attempt logged as interrupted: it
- * may or may not have been delivered, so it is not held against the task
- * as a failure.  Only a task interrupted beyond max_attempts (one spare
- * attempt, against a task that kills every worker that sends it) fails.
- */
 static void
 mark_unsent(void *user, void *arg)
 {
 	((InFlightEntry *) user)->unsent = true;
 }
 
+/*
+ * Stopping: requests never sent (still queued behind the caps) are handed
+ * back: their claim is undone and nothing is logged.  Requests still in
+ * flight after the grace period are dropped: their tasks go back to
+ * pending with the attempt logged as interrupted.  It may or may not have
+ * been delivered, so it is not held against the task as a failure; only a
+ * task interrupted beyond max_attempts (one spare attempt, against a task
+ * that kills every worker that sends it) fails.
+ */
 void
 dispatch_abandon(WorkerState *ws)
 {
