@@ -45,6 +45,10 @@
 #define EXTENSION_WAIT_MS 10000
 /* earliest rescan after dropped notifications, to bound what spoofing costs */
 #define RESCAN_SOON_MS 100
+/* errors in a row after which the worker exits and is restarted */
+#define MAX_CONSECUTIVE_ERRORS 10
+
+static volatile int consecutive_errors = 0;
 
 bool		jobflow_am_worker = false;
 
@@ -255,12 +259,74 @@ shut_down(WorkerState *ws, WaitEventSet *wes)
 	ereport(LOG, (errmsg("jobflow worker stopped")));
 }
 
+/*
+ * One turn per wake-up until SIGTERM; see the file header.  A turn that
+ * completes clears the error count of the recovery in jobflow_worker_main.
+ */
+static void
+run_loop(WorkerState *ws, WaitEventSet *wes)
+{
+	bool		busy = false;
+
+	while (!got_sigterm)
+	{
+		WaitEvent	ev;
+		bool		throttled;
+		int64		deadline;
+		long		timeout;
+		long		http_timeout;
+
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			raise_fd_limit();
+			dispatch_reconfigure(ws);
+		}
+		if (notifyInterruptPending)
+			feed_process_notifications(ws);
+
+		dispatch_collect(ws);
+		throttled = dispatch_due(ws, jf_now_ms());
+		if (jf_now_ms() >= ws->next_housekeeping_ms ||
+			(ws->rescan_soon && jf_now_ms() >= ws->last_housekeeping_ms + RESCAN_SOON_MS))
+			feed_housekeeping(ws, jf_now_ms());
+		if (jf_now_ms() >= log_writer_deadline())
+			log_writer_flush();
+		worker_publish_stats(ws);
+		if (jf_http_in_flight(ws->http) + jf_http_queued(ws->http) > 0)
+			busy = true;
+		else if (busy && log_writer_buffered() == 0)
+		{
+			release_memory();
+			busy = false;
+		}
+
+		deadline = Min(ws->next_housekeeping_ms, log_writer_deadline());
+		if (ws->rescan_soon)
+			deadline = Min(deadline, ws->last_housekeeping_ms + RESCAN_SOON_MS);
+		if (!throttled)
+			deadline = Min(deadline, jf_wheel_next_deadline(ws->wheel));
+		timeout = ms_until(deadline);
+		http_timeout = jf_http_timeout_ms(ws->http);
+		if (http_timeout >= 0 && (timeout < 0 || http_timeout < timeout))
+			timeout = http_timeout;
+		if (timeout != 0)
+		{
+			(void) WaitEventSetWait(wes, timeout, &ev, 1, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+		}
+		CHECK_FOR_INTERRUPTS();
+		consecutive_errors = 0;
+	}
+}
+
 void
 jobflow_worker_main(Datum main_arg)
 {
-	WorkerState ws;
+	static WorkerState ws;		/* static: must survive a longjmp */
 	WaitEventSet *wes;
-	bool		busy = false;
+	sigjmp_buf	local_sigjmp_buf;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, handle_sigterm);
@@ -309,57 +375,31 @@ jobflow_worker_main(Datum main_arg)
 	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	AddWaitEventToSet(wes, WL_SOCKET_READABLE, jf_http_fd(ws.http), NULL, NULL);
 
-	while (!got_sigterm)
+	/*
+	 * From here on an ERROR aborts the transaction and resumes the loop, as
+	 * in the autovacuum launcher: the wheel, the requests in flight and the
+	 * buffered outcomes are in this process's memory only, and exiting
+	 * would turn every one of them into a re-sent, interrupted attempt.
+	 * The table stays the truth either way; repeated errors still exit.
+	 */
+	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
 	{
-		WaitEvent	ev;
-		bool		throttled;
-		int64		deadline;
-		long		timeout;
-		long		http_timeout;
-
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-			raise_fd_limit();
-			dispatch_reconfigure(&ws);
-		}
-		if (notifyInterruptPending)
-			feed_process_notifications(&ws);
-
-		dispatch_collect(&ws);
-		throttled = dispatch_due(&ws, jf_now_ms());
-		if (jf_now_ms() >= ws.next_housekeeping_ms ||
-			(ws.rescan_soon && jf_now_ms() >= ws.last_housekeeping_ms + RESCAN_SOON_MS))
-			feed_housekeeping(&ws, jf_now_ms());
-		if (jf_now_ms() >= log_writer_deadline())
-			log_writer_flush();
-		worker_publish_stats(&ws);
-		if (jf_http_in_flight(ws.http) + jf_http_queued(ws.http) > 0)
-			busy = true;
-		else if (busy && log_writer_buffered() == 0)
-		{
-			release_memory();
-			busy = false;
-		}
-
-		deadline = Min(ws.next_housekeeping_ms, log_writer_deadline());
-		if (ws.rescan_soon)
-			deadline = Min(deadline, ws.last_housekeeping_ms + RESCAN_SOON_MS);
-		if (!throttled)
-			deadline = Min(deadline, jf_wheel_next_deadline(ws.wheel));
-		timeout = ms_until(deadline);
-		http_timeout = jf_http_timeout_ms(ws.http);
-		if (http_timeout >= 0 && (timeout < 0 || http_timeout < timeout))
-			timeout = http_timeout;
-		if (timeout != 0)
-		{
-			(void) WaitEventSetWait(wes, timeout, &ev, 1, PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-		}
-		CHECK_FOR_INTERRUPTS();
+		error_context_stack = NULL;
+		HOLD_INTERRUPTS();
+		EmitErrorReport();
+		AbortCurrentTransaction();
+		MemoryContextSwitchTo(TopMemoryContext);
+		FlushErrorState();
+		RESUME_INTERRUPTS();
+		if (++consecutive_errors > MAX_CONSECUTIVE_ERRORS)
+			proc_exit(1);
+		pg_usleep(100000L * consecutive_errors);
 	}
+	PG_exception_stack = &local_sigjmp_buf;
 
+	run_loop(&ws, wes);
+
+	PG_exception_stack = NULL;
 	shut_down(&ws, wes);
 	proc_exit(1);
 }

@@ -181,3 +181,24 @@ def test_stop_hands_back_unsent_requests(connect, receiver, server):
         db = connect()
         server.set_guc(db, "jobflow.max_concurrent_requests", None)
         server.set_guc(db, "jobflow.shutdown_grace", None)
+
+
+def test_error_in_the_worker_keeps_its_state(db, receiver, server):
+    """An ERROR in the worker (here pg_cancel_backend) aborts its current
+    transaction, not the process: the request in flight completes as one
+    attempt, with no interrupted attempt and no restart."""
+    url, tag = receiver.unique_url("/delay/1500")
+    task_id = schedule(db, url)
+    receiver.wait_for(lambda r: ("t=" + tag) in r["query"], timeout=10)
+    pid = server.worker_pid(db)
+    with db.cursor() as cur:
+        cur.execute("SELECT pg_cancel_backend(%s)", (pid,))
+        assert cur.fetchone()[0] is True
+    assert wait_final(db, task_id, timeout=15) == "succeeded"
+    assert [r["outcome"] for r in task_log(db, task_id)] == ["succeeded"]
+    assert task_row(db, task_id)["attempts"] == 1
+    assert server.worker_pid(db) == pid, "the worker restarted"
+    # and it keeps working
+    url2, tag2 = receiver.unique_url("/ok")
+    task2 = schedule(db, url2)
+    assert wait_final(db, task2) == "succeeded"
