@@ -381,24 +381,37 @@ jf_http_queued(const JfHttp *h)
  * ---------------------------------------------------------------------
  */
 
-/* Validate and copy cfg into h; on OOM leave h untouched. */
+/* Validate and copy cfg into h; on OOM or a bad list leave h untouched. */
 static bool
-apply_config(JfHttp *h, const JfHttpConfig *cfg)
+apply_config(JfHttp *h, const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 {
 	char	   *ua,
 			   *proxy;
+	JfNet	   *deny;
+	int			ndeny;
 
-	if (!jf_http_dup_opt(cfg->user_agent, &ua))
+	if (!jf_http_parse_networks(cfg->deny_networks, &deny, &ndeny, errbuf, errlen))
 		return false;
+	if (!jf_http_dup_opt(cfg->user_agent, &ua))
+	{
+		free(deny);
+		set_err(errbuf, errlen, "out of memory");
+		return false;
+	}
 	if (!jf_http_dup_opt(cfg->proxy, &proxy))
 	{
+		free(deny);
 		free(ua);
+		set_err(errbuf, errlen, "out of memory");
 		return false;
 	}
 	free(h->user_agent);
 	free(h->proxy);
+	free(h->deny);
 	h->user_agent = ua;
 	h->proxy = proxy;
+	h->deny = deny;
+	h->ndeny = ndeny;
 	h->max_concurrent = cfg->max_concurrent > 0 ? cfg->max_concurrent : 1;
 	h->max_per_host = cfg->max_per_host > 0 ? cfg->max_per_host : 1;
 	h->max_response_bytes = cfg->max_response_bytes;
@@ -445,11 +458,8 @@ jf_http_create(const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 		set_err(errbuf, errlen, "could not configure the curl multi handle");
 		goto fail;
 	}
-	if (!apply_config(h, cfg))
-	{
-		set_err(errbuf, errlen, "out of memory");
+	if (!apply_config(h, cfg, errbuf, errlen))
 		goto fail;
-	}
 	return h;
 
 fail:
@@ -469,7 +479,7 @@ fail:
 bool
 jf_http_set_config(JfHttp *h, const JfHttpConfig *cfg)
 {
-	if (!apply_config(h, cfg))
+	if (!apply_config(h, cfg, NULL, 0))
 		return false;
 	jf_http_queue_recheck(h);
 	start_queued(h);
@@ -510,5 +520,6 @@ jf_http_destroy(JfHttp *h)
 	close(h->epfd);
 	free(h->user_agent);
 	free(h->proxy);
+	free(h->deny);
 	free(h);
 }

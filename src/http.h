@@ -44,7 +44,8 @@ typedef enum JfHttpErrorKind
 {
 	JF_HTTP_OK = 0,				/* a response was received (any status) */
 	JF_HTTP_INVALID,			/* rejected before sending: bad URL, scheme,
-								 * method or header; retrying cannot help */
+								 * method or header, or a denied address;
+								 * retrying cannot help */
 	JF_HTTP_CONNECT,			/* DNS failure, connection refused/unreachable */
 	JF_HTTP_TIMEOUT,			/* timeout_ms elapsed (any phase) */
 	JF_HTTP_OTHER				/* anything else: TLS, protocol, reset, OOM... */
@@ -62,6 +63,12 @@ typedef struct JfHttpConfig
 	const char *user_agent;		/* e.g. "jobflow/0.1"; NULL = none */
 	const char *proxy;			/* NULL or "" = no proxy; proxy environment
 								 * variables are always ignored */
+	const char *deny_networks;	/* NULL or "": none; else a list of
+								 * addr[/bits], separated by commas or
+								 * blanks, IPv4 or IPv6: connections to
+								 * them are refused, whatever the URL's
+								 * host name (checked at connect time, so
+								 * redirects and DNS answers are covered) */
 } JfHttpConfig;
 
 typedef struct JfHttpRequest
@@ -107,6 +114,10 @@ typedef struct JfHttpResult
 /* Once per process, before any other call (not thread-safe, like curl's). */
 extern bool jf_http_global_init(char *errbuf, size_t errlen);
 extern void jf_http_global_cleanup(void);
+
+/* Whether list is a valid deny_networks value; if not, why in errbuf. */
+extern bool jf_http_check_networks(const char *list, char *errbuf,
+								   size_t errlen);
 
 /* NULL on failure, with a message in errbuf. */
 extern JfHttp *jf_http_create(const JfHttpConfig *cfg, char *errbuf,

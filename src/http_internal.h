@@ -35,6 +35,14 @@
 /* defined in http_queue.c; the other files only pass it around */
 typedef struct JfHost JfHost;
 
+/* One entry of deny_networks: an address prefix. */
+typedef struct JfNet
+{
+	int			family;			/* AF_INET or AF_INET6 */
+	int			bits;
+	unsigned char addr[16];
+} JfNet;
+
 typedef struct JfReq
 {
 	struct JfReq *next;			/* host FIFO, active list or result FIFO */
@@ -53,6 +61,8 @@ typedef struct JfReq
 	size_t		max_body;		/* excerpt cap, fixed when started */
 	size_t		buf_cap;
 	char		errbuf[CURL_ERROR_SIZE];
+	struct JfHttp *http;		/* for the connect-time address check */
+	bool		denied;			/* a connection was refused by deny_networks */
 	JfHttpResult res;
 } JfReq;
 
@@ -82,6 +92,8 @@ struct JfHttp
 	JfReq	   *done_tail;
 	CURL	   *pool[JF_EASY_POOL_MAX];
 	int			npool;
+	JfNet	   *deny;			/* deny_networks, parsed */
+	int			ndeny;
 };
 
 /*
@@ -127,6 +139,8 @@ extern void jf_http_req_done(JfHttp *h, JfReq *r);
 extern void jf_http_req_free(JfReq *r, bool with_result_body);
 
 /* http_queue.c */
+extern bool jf_http_parse_networks(const char *list, JfNet **out, int *n,
+								   char *errbuf, size_t errlen);
 extern bool jf_http_queue_init(JfHttp *h);
 extern void jf_http_queue_destroy(JfHttp *h);
 extern bool jf_http_queue_push(JfHttp *h, JfReq *r, const char *key);

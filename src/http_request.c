@@ -15,9 +15,13 @@
  *
  *-------------------------------------------------------------------------
  */
+#include <arpa/inet.h>
+#include <ctype.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "http_internal.h"
 
@@ -140,6 +144,175 @@ finish_req(JfHttp *h, JfReq *r)
 	jf_http_req_done(h, r);
 }
 
+/* ---------------------------------------------------------------------
+ * Denied networks
+ * ---------------------------------------------------------------------
+ */
+
+static void
+net_error(char *errbuf, size_t errlen, const char *what, const char *item, size_t len)
+{
+	if (errbuf && errlen > 0)
+		snprintf(errbuf, errlen, "%s: \"%.*s\"", what, (int) (len > 64 ? 64 : len), item);
+}
+
+/*
+ * Parse "addr[/bits], ..." into prefixes.  NULL or blank gives none.  A
+ * malformed entry fails the whole list, with the entry in errbuf.
+ */
+bool
+jf_http_parse_networks(const char *list, JfNet **out, int *n, char *errbuf, size_t errlen)
+{
+	const char *p = list ? list : "";
+	int			cap = 0;
+	JfNet	   *nets = NULL;
+
+	*out = NULL;
+	*n = 0;
+	for (;;)
+	{
+		char		item[INET6_ADDRSTRLEN + 8];
+		const char *start;
+		size_t		len;
+		char	   *slash;
+		JfNet		net;
+		int			maxbits;
+
+		while (*p == ',' || isspace((unsigned char) *p))
+			p++;
+		if (*p == '\0')
+			break;
+		start = p;
+		while (*p && *p != ',' && !isspace((unsigned char) *p))
+			p++;
+		len = (size_t) (p - start);
+		if (len >= sizeof(item))
+		{
+			net_error(errbuf, errlen, "entry too long", start, len);
+			free(nets);
+			return false;
+		}
+		memcpy(item, start, len);
+		item[len] = '\0';
+		memset(&net, 0, sizeof(net));
+		slash = strchr(item, '/');
+		if (slash)
+			*slash = '\0';
+		if (inet_pton(AF_INET, item, net.addr) == 1)
+			net.family = AF_INET, maxbits = 32;
+		else if (inet_pton(AF_INET6, item, net.addr) == 1)
+			net.family = AF_INET6, maxbits = 128;
+		else
+		{
+			net_error(errbuf, errlen, "entry that is not an address", start, len);
+			free(nets);
+			return false;
+		}
+		net.bits = maxbits;
+		if (slash)
+		{
+			char	   *end;
+			long		bits = strtol(slash + 1, &end, 10);
+
+			if (end == slash + 1 || *end != '\0' || bits < 0 || bits > maxbits)
+			{
+				net_error(errbuf, errlen, "entry with an invalid prefix length", start, len);
+				free(nets);
+				return false;
+			}
+			net.bits = (int) bits;
+		}
+		if (*n == cap)
+		{
+			JfNet	   *more;
+
+			cap = cap ? cap * 2 : 8;
+			more = realloc(nets, sizeof(JfNet) * cap);
+			if (more == NULL)
+			{
+				if (errbuf && errlen > 0)
+					snprintf(errbuf, errlen, "out of memory");
+				free(nets);
+				return false;
+			}
+			nets = more;
+		}
+		nets[(*n)++] = net;
+	}
+	*out = nets;
+	return true;
+}
+
+bool
+jf_http_check_networks(const char *list, char *errbuf, size_t errlen)
+{
+	JfNet	   *nets;
+	int			n;
+
+	if (!jf_http_parse_networks(list, &nets, &n, errbuf, errlen))
+		return false;
+	free(nets);
+	return true;
+}
+
+static bool
+prefix_match(const unsigned char *addr, const JfNet *net)
+{
+	int			full = net->bits / 8;
+	int			rest = net->bits % 8;
+
+	if (memcmp(addr, net->addr, full) != 0)
+		return false;
+	if (rest == 0)
+		return true;
+	return ((addr[full] ^ net->addr[full]) & (0xFF << (8 - rest))) == 0;
+}
+
+/* IPv4-mapped IPv6 addresses are checked as the IPv4 address they carry. */
+static bool
+address_denied(const JfHttp *h, const struct sockaddr *sa)
+{
+	const unsigned char *v4 = NULL;
+	const unsigned char *v6 = NULL;
+
+	if (sa->sa_family == AF_INET)
+		v4 = (const unsigned char *) &((const struct sockaddr_in *) sa)->sin_addr;
+	else if (sa->sa_family == AF_INET6)
+	{
+		const struct in6_addr *a = &((const struct sockaddr_in6 *) sa)->sin6_addr;
+
+		v6 = (const unsigned char *) a;
+		if (IN6_IS_ADDR_V4MAPPED(a))
+			v4 = v6 + 12;
+	}
+	for (int i = 0; i < h->ndeny; i++)
+	{
+		const JfNet *net = &h->deny[i];
+
+		if ((net->family == AF_INET && v4 && prefix_match(v4, net)) ||
+			(net->family == AF_INET6 && v6 && prefix_match(v6, net)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Every connection curl opens passes here, after DNS and for each redirect
+ * hop, so a host name that resolves to a denied address is refused too.
+ */
+static curl_socket_t
+open_socket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *address)
+{
+	JfReq	   *r = clientp;
+
+	if (purpose == CURLSOCKTYPE_IPCXN && address_denied(r->http, &address->addr))
+	{
+		r->denied = true;
+		return CURL_SOCKET_BAD;
+	}
+	return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+}
+
 /* Turn a finished transfer's outcome into the result fields. */
 void
 jf_http_req_complete(JfHttp *h, JfReq *r, CURLcode rc)
@@ -151,6 +324,9 @@ jf_http_req_complete(JfHttp *h, JfReq *r, CURLcode rc)
 	r->res.curl_code = (int) rc;
 	if (rc == CURLE_OK)
 		r->res.error_kind = JF_HTTP_OK;
+	else if (r->denied)
+		jf_http_req_set_error(r, JF_HTTP_INVALID,
+							  "connection refused by jobflow: the host's address is in deny_networks");
 	else
 	{
 		int			kind;
@@ -323,6 +499,8 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	}
 	r->errbuf[0] = '\0';
 	r->max_body = h->max_response_bytes;
+	r->http = h;
+	r->denied = false;
 	SETOPT(CURLOPT_URL, r->url);
 	SETOPT(CURLOPT_PRIVATE, r);
 	SETOPT(CURLOPT_ERRORBUFFER, r->errbuf);
@@ -340,6 +518,8 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	SETOPT(CURLOPT_WRITEDATA, r);
 	SETOPT(CURLOPT_HEADERFUNCTION, header_cb);
 	SETOPT(CURLOPT_HEADERDATA, r);
+	SETOPT(CURLOPT_OPENSOCKETFUNCTION, open_socket_cb);
+	SETOPT(CURLOPT_OPENSOCKETDATA, r);
 	/* a slow DNS lookup must not make curl join its resolver thread */
 	(void) curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
 

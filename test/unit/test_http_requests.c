@@ -316,6 +316,64 @@ test_redirects(void)
 	jf_http_destroy(h3);
 }
 
+/*
+ * deny_networks refuses connections by address at connect time: the
+ * receiver is up, so a denied 127.0.0.1 proves the check ran before the
+ * connection, and a redirect to a denied address is refused too.
+ */
+static void
+test_deny_networks(void)
+{
+	JfHttpConfig cfg = default_config();
+	JfHttp	   *h;
+	Collected  *c = calloc(1, sizeof(Collected));
+	JfHttpResult *r;
+	char		err[128];
+	char		redirect[256];
+
+	CHECK(jf_http_check_networks(NULL, err, sizeof(err)));
+	CHECK(jf_http_check_networks("", err, sizeof(err)));
+	CHECK(jf_http_check_networks(" 169.254.0.0/16, fe80::/10 ,10.0.0.1", err, sizeof(err)));
+	CHECK(jf_http_check_networks("::ffff:0:0/96", err, sizeof(err)));
+	CHECK(!jf_http_check_networks("169.254.0.0/33", err, sizeof(err)));
+	CHECK(strstr(err, "prefix length") != NULL);
+	CHECK(!jf_http_check_networks("10.0.0.0/8, example.com", err, sizeof(err)));
+	CHECK(strstr(err, "example.com") != NULL);
+	CHECK(!jf_http_check_networks("fe80::/", err, sizeof(err)));
+	CHECK(jf_http_create(&(JfHttpConfig) {.max_concurrent = 1, .max_per_host = 1,
+				.deny_networks = "bogus"}, err, sizeof(err)) == NULL);
+	CHECK(strstr(err, "bogus") != NULL);
+
+	cfg.deny_networks = "127.0.0.2/32";
+	cfg.max_redirects = 3;
+	h = make(&cfg);
+	snprintf(redirect, sizeof(redirect), "/redirect?to=http%%3A%%2F%%2F127.0.0.2%%3A%d%%2Fok",
+			 port);
+	submit(h, 1, url("127.0.0.1", "/ok"), "GET", NULL, 0, NULL, 5000);
+	submit(h, 2, url("127.0.0.2", "/ok"), "GET", NULL, 0, NULL, 5000);
+	submit(h, 3, url("127.0.0.1", redirect), "GET", NULL, 0, NULL, 5000);
+	run_until(h, c, 3, 5000);
+	CHECK(c->n == 3);
+	r = by_id(c, 1);
+	CHECK(r && r->error_kind == JF_HTTP_OK && r->http_status == 200);
+	r = by_id(c, 2);
+	CHECK(r && r->error_kind == JF_HTTP_INVALID && strstr(r->error, "deny_networks") != NULL);
+	r = by_id(c, 3);
+	CHECK(r && r->error_kind == JF_HTTP_INVALID);
+	collected_free(c);
+	jf_http_destroy(h);
+
+	/* a whole prefix, and the receiver's own address */
+	cfg.deny_networks = "127.0.0.0/8";
+	h = make(&cfg);
+	submit(h, 4, url("127.0.0.1", "/ok"), "GET", NULL, 0, NULL, 5000);
+	run_until(h, c, 1, 5000);
+	CHECK(c->n == 1 && c->r[0].error_kind == JF_HTTP_INVALID);
+	collected_free(c);
+	free(c);
+	jf_http_destroy(h);
+}
+
 int
 main(void)
 {
@@ -332,6 +390,7 @@ main(void)
 	test_big_truncated();
 	test_invalid();
 	test_redirects();
+	test_deny_networks();
 
 	harness_stop();
 	return unit_done("test_http_requests");
