@@ -52,6 +52,7 @@ http_config(void)
 	cfg.max_redirects = jobflow_max_redirects;
 	cfg.user_agent = "jobflow/" JOBFLOW_VERSION;
 	cfg.proxy = NULL;
+	cfg.deny_networks = jobflow_deny_networks;
 	return cfg;
 }
 

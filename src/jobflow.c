@@ -11,6 +11,8 @@
  */
 #include "jobflow.h"
 
+#include "http.h"
+
 #include <limits.h>
 
 #include "fmgr.h"
@@ -41,6 +43,7 @@ int			jobflow_retry_base_ms = 1000;
 int			jobflow_retry_max_ms = 3600 * 1000;
 int			jobflow_reconcile_ms = 5000;
 int			jobflow_shutdown_grace_ms = 5000;
+char	   *jobflow_deny_networks = NULL;
 
 JobflowShared *jobflow_shared = NULL;
 
@@ -84,6 +87,25 @@ _PG_init(void)
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = jobflow_shmem_startup;
 
+}
+
+/*
+ * Cloud metadata endpoints answer any process on the host: a task must
+ * not be able to read them into its log.  Operators extend the list (for
+ * example with loopback and private ranges) to suit their network.
+ */
+#define JOBFLOW_DEFAULT_DENY_NETWORKS \
+	"169.254.0.0/16, fe80::/10, fd00:ec2::254/128, 100.100.100.200/32"
+
+static bool
+check_deny_networks(char **newval, void **extra, GucSource source)
+{
+	char		err[128];
+
+	if (jf_http_check_networks(*newval, err, sizeof(err)))
+		return true;
+	GUC_check_errdetail("The list must hold IPv4 or IPv6 addresses with optional /bits, but has an %s.", err);
+	return false;
 }
 
 /* All settings in one place, so README and code cannot drift apart. */
@@ -151,6 +173,13 @@ jobflow_define_gucs(void)
 							"How long a stopping worker waits for requests in flight.",
 							NULL, &jobflow_shutdown_grace_ms, 5000, 0, 600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+
+	DefineCustomStringVariable("jobflow.deny_networks",
+							   "Networks the worker never connects to.",
+							   "A list of address/prefix entries, IPv4 or IPv6. Checked at connect time, "
+							   "so host names and redirects that lead there are refused too.",
+							   &jobflow_deny_networks, JOBFLOW_DEFAULT_DENY_NETWORKS,
+							   PGC_SIGHUP, 0, check_deny_networks, NULL, NULL);
 
 	MarkGUCPrefixReserved("jobflow");
 }

@@ -38,6 +38,7 @@ extern int	jobflow_retry_base_ms;
 extern int	jobflow_retry_max_ms;
 extern int	jobflow_reconcile_ms;
 extern int	jobflow_shutdown_grace_ms;
+extern char *jobflow_deny_networks;
 
 /*
  * What the worker publishes for other backends: the due time before which

@@ -202,3 +202,31 @@ def test_error_in_the_worker_keeps_its_state(db, receiver, server):
     url2, tag2 = receiver.unique_url("/ok")
     task2 = schedule(db, url2)
     assert wait_final(db, task2) == "succeeded"
+
+
+def test_denied_networks_are_never_called(connect, receiver, server):
+    """jobflow.deny_networks refuses a connection by address, whatever the
+    URL says; such a task fails at once (retrying cannot help).  The default
+    list covers the cloud metadata addresses."""
+    import psycopg2
+
+    db = connect()
+    with db.cursor() as cur:
+        cur.execute("SHOW jobflow.deny_networks")
+        assert "169.254.0.0/16" in cur.fetchone()[0]
+        with pytest.raises(psycopg2.Error) as err:
+            cur.execute("ALTER SYSTEM SET jobflow.deny_networks = '10.0.0.0/8, nonsense'")
+        assert err.value.pgcode == "22023"
+    server.set_guc(db, "jobflow.deny_networks", "127.0.0.2/32")
+    try:
+        time.sleep(0.5)
+        denied = schedule(db, "http://127.0.0.2:%d/ok" % receiver.port, max_attempts=3)
+        url, tag = receiver.unique_url("/ok")
+        allowed = schedule(db, url)
+        assert wait_final(db, allowed) == "succeeded"
+        assert wait_final(db, denied) == "failed"
+        log = task_log(db, denied)
+        assert [r["outcome"] for r in log] == ["failed"]
+        assert "deny_networks" in log[0]["error"]
+    finally:
+        server.set_guc(db, "jobflow.deny_networks", None)
