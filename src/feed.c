@@ -87,7 +87,7 @@ static bool ranges_overflowed;
 static bool cron_changed;		/* NOTIFY jobflow 'cron': a timer changed */
 
 static void load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
-					  Datum *values, bool replace);
+					  Datum *values);
 
 static void
 capture_comm_reset(void)
@@ -238,14 +238,13 @@ feed_map_memory(WorkerState *ws)
 
 /*
  * Run a query returning (id bigint, run_at timestamptz) through a cursor
- * and put each row in the wheel.  With replace false, tasks already in the
- * wheel at their run_at are left alone (a rescan must not churn entries);
- * one rescheduled without a notification (to a time beyond the notify
- * window) gets its entry moved.
+ * and put each row in the wheel.  A task already in the wheel at its
+ * run_at is left alone (rescans must not churn entries); one whose run_at
+ * moved, announced or not, gets its entry moved.
  */
 static void
 load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
-		  Datum *values, bool replace)
+		  Datum *values)
 {
 	Portal		portal;
 
@@ -269,8 +268,7 @@ load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
 			int64		due = jf_ts_to_due_ms(run_at);
 			TaskMapEntry *e;
 
-			/* an entry whose due no longer matches run_at is replaced */
-			if (!replace && (e = taskmap_lookup(ws->map, id)) != NULL &&
+			if ((e = taskmap_lookup(ws->map, id)) != NULL &&
 				jf_wheel_due(ws->wheel, e->handle, (uint64) id) == due)
 				continue;
 			feed_upsert(ws, id, due);
@@ -419,7 +417,7 @@ feed_process_notifications(WorkerState *ws)
 				  "  FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::bigint[])) AS r(lo, hi)"
 				  "  JOIN jobflow.tasks t ON t.id BETWEEN r.lo AND r.hi"
 				  " WHERE t.state = 'pending' AND t.run_at < $3",
-				  3, types, values, true);
+				  3, types, values);
 		jf_xact_commit();
 	}
 }
@@ -456,7 +454,7 @@ feed_housekeeping(WorkerState *ws, int64 now_ms)
 		load_rows(ws,
 				  "SELECT id, run_at FROM jobflow.tasks"
 				  " WHERE state = 'pending' AND run_at < $1 ORDER BY run_at",
-				  1, types, values, false);
+				  1, types, values);
 	}
 	else
 	{
@@ -466,9 +464,8 @@ feed_housekeeping(WorkerState *ws, int64 now_ms)
 				  "SELECT id, run_at FROM jobflow.tasks"
 				  " WHERE state = 'pending' AND run_at < $1"
 				  "   AND (run_at >= $2 OR run_at < $3)",
-				  3, types, values, false);
+				  3, types, values);
 	}
-	worker_count_statement(0);
 	jf_xact_commit();
 
 	ws->loaded_until_ms = new_until;
