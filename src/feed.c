@@ -285,33 +285,55 @@ load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
  * interrupted attempt is not a failure, so even a last attempt gets one
  * more; a task interrupted beyond that (one that kills every worker that
  * sends it) fails.  At least once: it may have been delivered.
+ *
+ * With ids, only those tasks: attempts whose outcome the log writer could
+ * not record, so that they do not stay running until the next start.
  */
 void
-feed_rescue_running(WorkerState *ws)
+feed_rescue_running(WorkerState *ws, int64 *ids, int n)
 {
+	Oid			types[2] = {INT8ARRAYOID, TEXTOID};
+	Datum		values[2];
+	char		nulls[2] = {' ', ' '};
 	int			ret;
+	int			i;
 
-	jf_xact_begin("jobflow: rescue running tasks");
-	ret = SPI_execute(
+	if (ids != NULL)
+	{
+		Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+
+		for (i = 0; i < n; i++)
+			d[i] = Int64GetDatum(ids[i]);
+		jf_xact_begin("jobflow: rescue tasks whose outcome was lost");
+		values[0] = PointerGetDatum(construct_array(d, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		values[1] = CStringGetTextDatum("the worker could not record the outcome of this attempt");
+	}
+	else
+	{
+		jf_xact_begin("jobflow: rescue running tasks");
+		nulls[0] = 'n';
+		values[0] = (Datum) 0;
+		values[1] = CStringGetTextDatum("the worker stopped during this attempt; it may have been delivered");
+	}
+	ret = SPI_execute_with_args(
 		"WITH r AS ("
 		"  UPDATE jobflow.tasks t"
 		"     SET state = CASE WHEN t.attempts > t.max_attempts"
 		"                      THEN 'failed' ELSE 'pending' END::jobflow.task_state,"
-		"         last_error = 'the worker stopped during attempt ' || t.attempts,"
+		"         last_error = $2,"
 		"         updated_at = pg_catalog.now()"
-		"   WHERE t.state = 'running'"
+		"   WHERE t.state = 'running' AND ($1 IS NULL OR t.id = ANY($1))"
 		"  RETURNING t.id, t.attempts, t.owner, t.run_at)"
 		" INSERT INTO jobflow.task_log"
 		"   (task_id, attempt, owner, scheduled_at, finished_at, outcome, error)"
-		" SELECT r.id, r.attempts, r.owner, r.run_at, pg_catalog.now(), 'interrupted',"
-		"        'the worker stopped during this attempt; it may have been delivered'"
-		"   FROM r", false, 0);
+		" SELECT r.id, r.attempts, r.owner, r.run_at, pg_catalog.now(), 'interrupted', $2"
+		"   FROM r", 2, types, values, nulls, false, 0);
 	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "rescue of running tasks failed: %s", SPI_result_code_string(ret));
 	if (SPI_processed > 0)
 		ereport(LOG,
-				(errmsg("jobflow worker put back %llu task(s) left running by a previous worker",
-						(unsigned long long) SPI_processed)));
+				(errmsg("jobflow worker put back %llu running task(s): %s",
+						(unsigned long long) SPI_processed, TextDatumGetCString(values[1]))));
 	worker_count_statement(1);
 	jf_xact_commit();
 }
@@ -444,6 +466,17 @@ feed_housekeeping(WorkerState *ws, int64 now_ms)
 	pg_atomic_write_u64(&jobflow_shared->horizon_end_ms, (uint64) new_until);
 	pg_atomic_write_u64(&jobflow_shared->notify_before_ms,
 						(uint64) Min(new_until, now_ms + 3 * (int64) jobflow_reconcile_ms));
+
+	{
+		int64	   *orphans;
+		int			norphans = log_writer_take_orphans(&orphans);
+
+		if (norphans > 0)
+		{
+			feed_rescue_running(ws, orphans, norphans);
+			pfree(orphans);
+		}
+	}
 
 	jf_xact_begin("jobflow: load tasks within the horizon");
 	materialize_cron(ws, now_ms, new_until, ws->loaded_until_ms == PG_INT64_MIN);

@@ -37,6 +37,11 @@ static int	nrows = 0;
 static int	maxrows = 0;
 static int64 first_buffered_ms = 0;
 static SPIPlanPtr update_plan = NULL;
+
+/* tasks whose outcome row could not be written, for the next rescue */
+static int64 *orphans = NULL;
+static int	norphans = 0;
+static int	maxorphans = 0;
 static SPIPlanPtr insert_plan = NULL;
 
 void
@@ -315,6 +320,30 @@ try_write_rows(int from, int n)
 	return ok;
 }
 
+static void
+add_orphan(int64 id)
+{
+	if (norphans == maxorphans)
+	{
+		maxorphans = Max(16, maxorphans * 2);
+		orphans = orphans ? repalloc(orphans, sizeof(int64) * maxorphans)
+			: MemoryContextAlloc(TopMemoryContext, sizeof(int64) * maxorphans);
+	}
+	orphans[norphans++] = id;
+}
+
+/* Hands over (and forgets) the tasks whose outcome could not be written. */
+int
+log_writer_take_orphans(int64 **ids)
+{
+	int			n = norphans;
+
+	*ids = orphans;
+	orphans = NULL;
+	norphans = maxorphans = 0;
+	return n;
+}
+
 /* Write every buffered outcome in one transaction. */
 void
 log_writer_flush(void)
@@ -329,11 +358,18 @@ log_writer_flush(void)
 		prepare_plans();
 	if (!try_write_rows(0, nrows))
 	{
-		/* one by one: a row that still fails is reported and dropped */
+		/*
+		 * One by one: a row that still fails is reported and its task,
+		 * still running, is handed to the next housekeeping's rescue.
+		 */
 		written = 0;
 		for (i = 0; i < nrows; i++)
+		{
 			if (try_write_rows(i, 1))
 				written++;
+			else
+				add_orphan(rows[i].id);
+		}
 	}
 	jf_xact_commit();
 

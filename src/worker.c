@@ -363,7 +363,7 @@ jobflow_worker_main(Datum main_arg)
 
 	raise_fd_limit();
 	dispatch_init(&ws);
-	feed_rescue_running(&ws);
+	feed_rescue_running(&ws, NULL, 0);
 	feed_housekeeping(&ws, jf_now_ms());
 	worker_publish_stats(&ws);
 	ereport(LOG,

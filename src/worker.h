@@ -80,7 +80,7 @@ typedef struct WorkerState
 /* feed.c: keeping the wheel in step with jobflow.tasks */
 extern void feed_init(WorkerState *ws);
 extern void feed_listen(void);
-extern void feed_rescue_running(WorkerState *ws);
+extern void feed_rescue_running(WorkerState *ws, int64 *ids, int n);
 extern void feed_process_notifications(WorkerState *ws);
 extern void feed_housekeeping(WorkerState *ws, int64 now_ms);
 extern void feed_upsert(WorkerState *ws, int64 id, int64 due_ms);
@@ -126,6 +126,7 @@ extern void log_writer_init(void);
 extern void log_writer_add(const OutcomeRow *row);
 extern int	log_writer_buffered(void);
 extern bool log_writer_has_retry(int64 id);
+extern int	log_writer_take_orphans(int64 **ids);
 extern int64 log_writer_deadline(void);
 extern void log_writer_flush(void);
 

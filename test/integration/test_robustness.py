@@ -230,3 +230,26 @@ def test_denied_networks_are_never_called(connect, receiver, server):
         assert "deny_networks" in log[0]["error"]
     finally:
         server.set_guc(db, "jobflow.deny_networks", None)
+
+
+def test_outcome_that_cannot_be_written_is_rescued(db, receiver):
+    """If one outcome row cannot be written, the rest of its batch still
+    is (row by row), and its task does not stay running: the next
+    housekeeping puts it back to pending, and its attempts run out."""
+    with db.cursor() as cur:
+        cur.execute("ALTER TABLE jobflow.task_log ADD CONSTRAINT test_poison"
+                    " CHECK (response IS DISTINCT FROM 'poison')")
+    try:
+        url, tag = receiver.unique_url("/echo")
+        poisoned = schedule(db, url, body_text="poison", content_type="text/plain",
+                            max_attempts=2)
+        fine = schedule(db, url, body_text="fine", content_type="text/plain")
+        assert wait_final(db, fine) == "succeeded"
+        assert wait_final(db, poisoned, timeout=20) == "failed"
+        log = task_log(db, poisoned)
+        assert [r["outcome"] for r in log] == ["interrupted"] * 3
+        assert all("could not record" in r["error"] for r in log)
+        assert len(receiver.tagged(tag)) == 4      # 3 attempts + the fine one
+    finally:
+        with db.cursor() as cur:
+            cur.execute("ALTER TABLE jobflow.task_log DROP CONSTRAINT test_poison")
