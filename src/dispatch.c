@@ -39,6 +39,7 @@ typedef struct InFlightEntry
 
 static dlist_head in_flight = DLIST_STATIC_INIT(in_flight);
 static SPIPlanPtr claim_plan = NULL;
+static MemoryContext claim_cxt = NULL;	/* requests between claim and submit */
 
 static JfHttpConfig
 http_config(void)
@@ -65,6 +66,7 @@ dispatch_init(WorkerState *ws)
 	if (!jf_http_global_init(errbuf, sizeof(errbuf)))
 		ereport(ERROR,
 				(errmsg("could not initialise libcurl: %s", errbuf)));
+	claim_cxt = AllocSetContextCreate(ws->cxt, "jobflow claims", ALLOCSET_DEFAULT_SIZES);
 	ws->http = jf_http_create(&cfg, errbuf, sizeof(errbuf));
 	if (ws->http == NULL)
 		ereport(ERROR,
@@ -133,13 +135,16 @@ build_headers(Jsonb *headers, const char *content_type, int *n)
 	return lines;
 }
 
-/* Submit one claimed row (columns as in the claim statement). */
+/*
+ * Build the request for one claimed row (columns as in the claim
+ * statement), copying everything into the current memory context: the
+ * request is only handed to libcurl once the claim has committed.
+ */
 static void
-submit_row(WorkerState *ws, HeapTuple tup, TupleDesc desc)
+build_request(WorkerState *ws, HeapTuple tup, TupleDesc desc, JfHttpRequest *req)
 {
 	bool		isnull;
 	InFlightEntry *e;
-	JfHttpRequest req;
 	Datum		d;
 	int			nheaders;
 	char	   *content_type = NULL;
@@ -151,33 +156,62 @@ submit_row(WorkerState *ws, HeapTuple tup, TupleDesc desc)
 	e->task.owner = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
 	e->task.scheduled_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 5, &isnull));
 
-	memset(&req, 0, sizeof(req));
-	req.task_id = e->task.id;
-	req.attempt = e->task.attempt;
-	req.user = e;
-	req.url = TextDatumGetCString(SPI_getbinval(tup, desc, 6, &isnull));
-	req.method = TextDatumGetCString(SPI_getbinval(tup, desc, 7, &isnull));
+	memset(req, 0, sizeof(*req));
+	req->task_id = e->task.id;
+	req->attempt = e->task.attempt;
+	req->user = e;
+	req->url = TextDatumGetCString(SPI_getbinval(tup, desc, 6, &isnull));
+	req->method = TextDatumGetCString(SPI_getbinval(tup, desc, 7, &isnull));
 	d = SPI_getbinval(tup, desc, 10, &isnull);
 	if (!isnull)
 		content_type = TextDatumGetCString(d);
-	req.headers = build_headers(DatumGetJsonbP(SPI_getbinval(tup, desc, 8, &isnull)),
-								content_type, &nheaders);
-	req.nheaders = nheaders;
+	req->headers = build_headers(DatumGetJsonbP(SPI_getbinval(tup, desc, 8, &isnull)),
+								 content_type, &nheaders);
+	req->nheaders = nheaders;
 	d = SPI_getbinval(tup, desc, 9, &isnull);
 	if (!isnull)
 	{
 		text	   *body = DatumGetTextPP(d);
 
-		req.body = VARDATA_ANY(body);
-		req.body_len = VARSIZE_ANY_EXHDR(body);
+		req->body_len = VARSIZE_ANY_EXHDR(body);
+		req->body = pnstrdup(VARDATA_ANY(body), req->body_len);
 	}
-	req.timeout_ms = DatumGetInt32(SPI_getbinval(tup, desc, 11, &isnull));
+	req->timeout_ms = DatumGetInt32(SPI_getbinval(tup, desc, 11, &isnull));
+}
 
-	if (!jf_http_submit(ws->http, &req))
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory submitting a jobflow request")));
-	dlist_push_tail(&in_flight, &e->node);
+/*
+ * Hand committed claims to libcurl.  A request libcurl cannot take (out of
+ * memory) is handed back like an unsent one at shutdown: claim undone.
+ */
+static void
+submit_requests(JfHttp *http, JfHttpRequest *reqs, int n)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		InFlightEntry *e = (InFlightEntry *) reqs[i].user;
+
+		if (jf_http_submit(http, &reqs[i]))
+		{
+			dlist_push_tail(&in_flight, &e->node);
+			continue;
+		}
+		{
+			OutcomeRow	row;
+
+			memset(&row, 0, sizeof(row));
+			row.id = e->task.id;
+			row.attempt = e->task.attempt;
+			row.owner = e->task.owner;
+			row.scheduled_at = e->task.scheduled_at;
+			row.finished_at = GetCurrentTimestamp();
+			row.outcome = OUTCOME_UNSENT;
+			row.state = "pending";
+			log_writer_add(&row);
+			pfree(e);
+		}
+	}
 }
 
 static int
@@ -234,6 +268,9 @@ claim_and_submit(WorkerState *ws, Datum *ids, int n, int64 now_ms)
 	Oid			types[2] = {INT8ARRAYOID, TIMESTAMPTZOID};
 	int			ret;
 	uint64		i;
+	int			nclaimed;
+	JfHttpRequest *reqs;
+	MemoryContext old;
 
 	jf_xact_begin("jobflow: claim due tasks");
 	if (claim_plan == NULL)
@@ -270,12 +307,20 @@ claim_and_submit(WorkerState *ws, Datum *ids, int n, int64 now_ms)
 	if (ret != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "claim statement failed: %s", SPI_result_code_string(ret));
 	worker_count_statement(1);
+	nclaimed = (int) SPI_processed;
+	reqs = MemoryContextAlloc(claim_cxt, sizeof(JfHttpRequest) * Max(nclaimed, 1));
+	old = MemoryContextSwitchTo(claim_cxt);
 	for (i = 0; i < SPI_processed; i++)
-		submit_row(ws, SPI_tuptable->vals[i], SPI_tuptable->tupdesc);
-	pg_atomic_fetch_add_u64(&jobflow_shared->fired, SPI_processed);
+		build_request(ws, SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &reqs[i]);
+	MemoryContextSwitchTo(old);
 	if (SPI_processed < (uint64) n)
 		requeue_unwritten_retries(ws, ids, n, SPI_tuptable, now_ms);
 	jf_xact_commit();
+
+	/* only now: a claim that failed to commit must send nothing */
+	submit_requests(ws->http, reqs, nclaimed);
+	pg_atomic_fetch_add_u64(&jobflow_shared->fired, nclaimed);
+	MemoryContextReset(claim_cxt);
 }
 
 /*

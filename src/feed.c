@@ -77,6 +77,8 @@ hash_task_id(int64 id)
 #define MAX_PENDING_RANGES 8192
 /* widest id range loaded by primary key; wider ones wait for a rescan */
 #define MAX_RANGE_WIDTH 10000
+/* most ids loaded by primary key per drain, all ranges merged */
+#define MAX_DRAIN_WIDTH 100000
 /* rows fetched per cursor round trip when loading */
 #define LOAD_FETCH 10000
 
@@ -147,7 +149,8 @@ capture_putmessage(char msgtype, const char *s, size_t len)
 	if (nranges > 0 && range_lo[nranges - 1] == lo && range_hi[nranges - 1] == hi)
 		return 0;
 	/* anyone may NOTIFY: a wide range is not worth its index scan */
-	if (nranges >= MAX_PENDING_RANGES || hi - lo >= MAX_RANGE_WIDTH)
+	if (nranges >= MAX_PENDING_RANGES ||
+		(uint64) hi - (uint64) lo >= (uint64) MAX_RANGE_WIDTH)
 	{
 		ranges_overflowed = true;
 		return 0;
@@ -300,11 +303,12 @@ feed_rescue_running(WorkerState *ws, int64 *ids, int n)
 
 	if (ids != NULL)
 	{
-		Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+		Datum	   *d;
 
+		jf_xact_begin("jobflow: rescue tasks whose outcome was lost");
+		d = palloc(sizeof(Datum) * Max(n, 1));
 		for (i = 0; i < n; i++)
 			d[i] = Int64GetDatum(ids[i]);
-		jf_xact_begin("jobflow: rescue tasks whose outcome was lost");
 		values[0] = PointerGetDatum(construct_array(d, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 		values[1] = CStringGetTextDatum("the worker could not record the outcome of this attempt");
 	}
@@ -375,6 +379,73 @@ materialize_cron(WorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
 	worker_count_statement(1);
 }
 
+static int
+compare_range(const void *a, const void *b)
+{
+	int64		x = range_lo[*(const int *) a];
+	int64		y = range_lo[*(const int *) b];
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Sort and merge the drained ranges, so overlapping payloads cost one scan,
+ * and cap the ids loaded per drain: anyone may NOTIFY, and what is over the
+ * cap is due within the notify window, which the rescan covers anyway.
+ */
+static void
+merge_ranges(void)
+{
+	int		   *order;
+	int64	   *lo;
+	int64	   *hi;
+	int			n = 0;
+	uint64		total = 0;
+	int			i;
+
+	if (nranges <= 1)
+		return;
+	order = palloc(sizeof(int) * nranges);
+	lo = palloc(sizeof(int64) * nranges);
+	hi = palloc(sizeof(int64) * nranges);
+	for (i = 0; i < nranges; i++)
+		order[i] = i;
+	qsort(order, nranges, sizeof(int), compare_range);
+	for (i = 0; i < nranges; i++)
+	{
+		int64		l = range_lo[order[i]];
+		int64		h = range_hi[order[i]];
+
+		if (n > 0 && l <= hi[n - 1] + 1)
+		{
+			if (h > hi[n - 1])
+				hi[n - 1] = h;
+			continue;
+		}
+		lo[n] = l;
+		hi[n] = h;
+		n++;
+	}
+	nranges = 0;
+	for (i = 0; i < n; i++)
+	{
+		uint64		width = (uint64) hi[i] - (uint64) lo[i] + 1;
+
+		if (total + width > MAX_DRAIN_WIDTH)
+		{
+			ranges_overflowed = true;
+			break;
+		}
+		total += width;
+		range_lo[nranges] = lo[i];
+		range_hi[nranges] = hi[i];
+		nranges++;
+	}
+	pfree(order);
+	pfree(lo);
+	pfree(hi);
+}
+
 /*
  * Drain the notification queue and load the rows it names.  Called
  * outside any transaction after each wake-up.
@@ -411,6 +482,7 @@ feed_process_notifications(WorkerState *ws)
 	 * Notified tasks are due within the notify window, which the rolling
 	 * rescan covers: ranges that were dropped only ask for it sooner.
 	 */
+	merge_ranges();
 	if (ranges_overflowed)
 		ws->rescan_soon = true;
 	if (nranges == 0 || ws->loaded_until_ms == PG_INT64_MIN)
@@ -469,12 +541,13 @@ feed_housekeeping(WorkerState *ws, int64 now_ms)
 
 	{
 		int64	   *orphans;
-		int			norphans = log_writer_take_orphans(&orphans);
+		int			norphans = log_writer_orphans(&orphans);
 
+		/* forgotten only once rescued: an error keeps them for next time */
 		if (norphans > 0)
 		{
 			feed_rescue_running(ws, orphans, norphans);
-			pfree(orphans);
+			log_writer_forget_orphans(norphans);
 		}
 	}
 

@@ -324,7 +324,7 @@ jf_http_req_complete(JfHttp *h, JfReq *r, CURLcode rc)
 	r->res.curl_code = (int) rc;
 	if (rc == CURLE_OK)
 		r->res.error_kind = JF_HTTP_OK;
-	else if (r->denied)
+	else if (r->denied && rc == CURLE_COULDNT_CONNECT)
 		jf_http_req_set_error(r, JF_HTTP_INVALID,
 							  "connection refused by jobflow: the host's address is in deny_networks");
 	else

@@ -332,16 +332,20 @@ add_orphan(int64 id)
 	orphans[norphans++] = id;
 }
 
-/* Hands over (and forgets) the tasks whose outcome could not be written. */
+/* The tasks whose outcome could not be written, oldest first. */
 int
-log_writer_take_orphans(int64 **ids)
+log_writer_orphans(int64 **ids)
 {
-	int			n = norphans;
-
 	*ids = orphans;
-	orphans = NULL;
-	norphans = maxorphans = 0;
-	return n;
+	return norphans;
+}
+
+/* The first n orphans were rescued. */
+void
+log_writer_forget_orphans(int n)
+{
+	memmove(orphans, orphans + n, sizeof(int64) * (norphans - n));
+	norphans -= n;
 }
 
 /* Write every buffered outcome in one transaction. */
@@ -350,17 +354,22 @@ log_writer_flush(void)
 {
 	int			i;
 	uint64		written = nrows;
+	int64	   *failed;
+	int			nfailed = 0;
 
 	if (nrows == 0)
 		return;
 	jf_xact_begin("jobflow: write outcomes");
 	if (update_plan == NULL)
 		prepare_plans();
+	/* outlives the transaction; goes with the buffer below */
+	failed = MemoryContextAlloc(buffer_cxt, sizeof(int64) * nrows);
 	if (!try_write_rows(0, nrows))
 	{
 		/*
 		 * One by one: a row that still fails is reported and its task,
-		 * still running, is handed to the next housekeeping's rescue.
+		 * still running, is handed to the next housekeeping's rescue once
+		 * the others are committed.
 		 */
 		written = 0;
 		for (i = 0; i < nrows; i++)
@@ -368,10 +377,12 @@ log_writer_flush(void)
 			if (try_write_rows(i, 1))
 				written++;
 			else
-				add_orphan(rows[i].id);
+				failed[nfailed++] = rows[i].id;
 		}
 	}
 	jf_xact_commit();
+	for (i = 0; i < nfailed; i++)
+		add_orphan(failed[i]);
 
 	pg_atomic_fetch_add_u64(&jobflow_shared->flushes, 1);
 	pg_atomic_fetch_add_u64(&jobflow_shared->flushed_rows, written);

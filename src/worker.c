@@ -393,6 +393,8 @@ jobflow_worker_main(Datum main_arg)
 		RESUME_INTERRUPTS();
 		if (++consecutive_errors > MAX_CONSECUTIVE_ERRORS)
 			proc_exit(1);
+		/* drained notifications or forgotten wheel entries may be lost */
+		ws.rescan_soon = true;
 		pg_usleep(100000L * consecutive_errors);
 	}
 	PG_exception_stack = &local_sigjmp_buf;

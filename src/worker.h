@@ -126,7 +126,8 @@ extern void log_writer_init(void);
 extern void log_writer_add(const OutcomeRow *row);
 extern int	log_writer_buffered(void);
 extern bool log_writer_has_retry(int64 id);
-extern int	log_writer_take_orphans(int64 **ids);
+extern int	log_writer_orphans(int64 **ids);
+extern void log_writer_forget_orphans(int n);
 extern int64 log_writer_deadline(void);
 extern void log_writer_flush(void);
 

@@ -141,6 +141,11 @@ def test_spoofed_notifications_are_cheap(db, connect, receiver):
     with outsider.cursor() as cur:
         for _ in range(50):
             cur.execute("NOTIFY jobflow, '1 9223372036854775807'")
+        # a width that wraps around in signed arithmetic
+        cur.execute("NOTIFY jobflow, '-9223372036854775808 9223372036854775807'")
+        # many narrow ranges, overlapping: merged, and capped per drain
+        cur.execute("DO $$ BEGIN FOR i IN 1..2000 LOOP"
+                    " PERFORM pg_notify('jobflow', i || ' ' || (i + 9998)); END LOOP; END $$")
         cur.execute("NOTIFY jobflow, 'garbage'")
     url, tag = receiver.unique_url("/ok")
     task_id = schedule(db, url, run_at_sql="now() + interval '0.5 s'")
