@@ -8,25 +8,20 @@
  * Closed loop: CONCURRENCY requests are kept outstanding until N have
  * completed; latency is submit-to-result (monotonic clock), so it includes
  * the dispatcher and the caller's loop, as the worker would see it.  With
- * no URL, test/receiver.py is started on a free loopback port and /ok is
- * used ($JOBFLOW_RECEIVER overrides its path).  Prints figures only.
+ * no URL, test/receiver.py is started on a free loopback port by the unit
+ * tests' harness (test/unit/http_harness.c) and /ok is used
+ * ($JOBFLOW_RECEIVER overrides its path).  Prints figures only.
  *
  *-------------------------------------------------------------------------
  */
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "http.h"
-
-static pid_t receiver_pid = -1;
-static char port_file[64];
+#include "http_harness.h"
 
 static int64_t
 now_us(void)
@@ -35,56 +30,6 @@ now_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static void
-stop_receiver(void)
-{
-	if (receiver_pid > 0)
-	{
-		kill(receiver_pid, SIGTERM);
-		waitpid(receiver_pid, NULL, 0);
-		receiver_pid = -1;
-	}
-	if (port_file[0])
-		unlink(port_file);
-}
-
-/* Start the local receiver; returns its port or -1. */
-static int
-start_receiver(void)
-{
-	const char *path = getenv("JOBFLOW_RECEIVER");
-	int			port = -1;
-
-	if (path == NULL || *path == '\0')
-		path = "../test/receiver.py";
-	snprintf(port_file, sizeof(port_file), "/tmp/jf_bench_http_port.%d", (int) getpid());
-	unlink(port_file);
-	atexit(stop_receiver);
-	receiver_pid = fork();
-	if (receiver_pid == 0)
-	{
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		execl("/usr/bin/python3", "python3", path, "--port", "0",
-			  "--port-file", port_file, (char *) NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 500 && receiver_pid > 0; i++)
-	{
-		FILE	   *f = fopen(port_file, "r");
-
-		if (f)
-		{
-			int			ok = fscanf(f, "%d", &port);
-
-			fclose(f);
-			if (ok == 1)
-				return port;
-		}
-		usleep(20000);
-	}
-	return -1;
 }
 
 static int
@@ -120,22 +65,21 @@ main(int argc, char **argv)
 		return 2;
 	}
 	if (argc > 3)
-		snprintf(url, sizeof(url), "%s", argv[3]);
-	else
 	{
-		int			port = start_receiver();
-
-		if (port < 0)
+		snprintf(url, sizeof(url), "%s", argv[3]);
+		if (!jf_http_global_init(err, sizeof(err)))
 		{
-			fprintf(stderr, "could not start the receiver\n");
+			fprintf(stderr, "%s\n", err);
 			return 1;
 		}
-		snprintf(url, sizeof(url), "http://127.0.0.1:%d/ok", port);
 	}
-	if (!jf_http_global_init(err, sizeof(err)))
+	else
 	{
-		fprintf(stderr, "%s\n", err);
-		return 1;
+		/* the unit tests' harness: receiver on a free port, libcurl set up */
+		if (!harness_start())
+			return 1;
+		atexit(harness_stop);
+		snprintf(url, sizeof(url), "http://127.0.0.1:%d/ok", port);
 	}
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.max_concurrent = conc;
