@@ -331,14 +331,25 @@ claim_and_submit(WorkerState *ws, Datum *ids, int n, int64 now_ms)
 bool
 dispatch_due(WorkerState *ws, int64 now_ms)
 {
-	JfWheelExpired *expired;
-	Datum	   *ids;
+	static JfWheelExpired *expired = NULL;
+	static Datum *ids = NULL;
+	static int	allocated = 0;
 	int			batch = jobflow_claim_batch_size;
 
 	if (ws->stopping)
 		return false;
-	expired = palloc(sizeof(JfWheelExpired) * batch);
-	ids = palloc(sizeof(Datum) * batch);
+	/* kept across turns (and errors): a turn allocates nothing here */
+	if (allocated < batch)
+	{
+		if (expired != NULL)
+		{
+			pfree(expired);
+			pfree(ids);
+		}
+		expired = MemoryContextAlloc(ws->cxt, sizeof(JfWheelExpired) * batch);
+		ids = MemoryContextAlloc(ws->cxt, sizeof(Datum) * batch);
+		allocated = batch;
+	}
 	for (;;)
 	{
 		int			room = Min(batch, claim_capacity(ws));
@@ -349,8 +360,6 @@ dispatch_due(WorkerState *ws, int64 now_ms)
 		{
 			/* still move the clock, so the horizon keeps up */
 			(void) jf_wheel_advance(ws->wheel, now_ms, expired, 0);
-			pfree(expired);
-			pfree(ids);
 			return jf_wheel_next_deadline(ws->wheel) <= now_ms;
 		}
 		n = jf_wheel_advance(ws->wheel, now_ms, expired, room);
@@ -367,8 +376,6 @@ dispatch_due(WorkerState *ws, int64 now_ms)
 		if ((int) n < room)
 			break;
 	}
-	pfree(expired);
-	pfree(ids);
 	return false;
 }
 
