@@ -9,7 +9,7 @@
 
 MODULE_big = jobflow
 EXTENSION = jobflow
-DATA = jobflow--0.1.0.sql
+DATA = jobflow--0.1.0.sql jobflow--0.1.0--0.2.0.sql
 PGFILEDESC = "jobflow - delayed and recurring HTTP callbacks"
 
 OBJS = \

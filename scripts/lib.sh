@@ -10,7 +10,9 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+# PG_CONFIG selects the server to build and test against (default: Debian's 15)
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+PGBIN=$("$PG_CONFIG" --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
 PYTHON=/usr/bin/python3
 
 if [ "$(id -u)" = 0 ]; then
@@ -50,10 +52,21 @@ ensure_packages() {
 	# Debian's postgresql package may start its own cluster; we never use it.
 }
 
+# The server's binaries, once PG_CONFIG's server is installed.
+set_pgbin() {
+	PGBIN=$("$PG_CONFIG" --bindir)
+	export PG_CONFIG PGBIN
+}
+
 build_and_install() {
-	log "building jobflow"
-	make -C "$REPO" -s PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
-	$SUDO make -C "$REPO" -s install PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config >/dev/null
+	local sudo=$SUDO
+	set_pgbin
+	log "building jobflow against $("$PG_CONFIG" --version)"
+	make -C "$REPO" -s clean PG_CONFIG="$PG_CONFIG" >/dev/null
+	make -C "$REPO" -s PG_CONFIG="$PG_CONFIG"
+	# a private installation (PG_CONFIG in a directory of ours) needs no sudo
+	[ -w "$("$PG_CONFIG" --pkglibdir)" ] && sudo=""
+	$sudo make -C "$REPO" -s install PG_CONFIG="$PG_CONFIG" >/dev/null
 }
 
 # cluster_start NAME PORT [extra postgresql.conf lines...]

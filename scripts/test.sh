@@ -33,7 +33,7 @@ suite() {
 }
 
 regress() {
-	make -C "$REPO" -s installcheck PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config || {
+	make -C "$REPO" -s installcheck PG_CONFIG="$PG_CONFIG" || {
 		cat "$REPO/regression.diffs" 2>/dev/null | head -200
 		return 1
 	}

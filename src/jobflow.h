@@ -19,7 +19,7 @@
 #include "storage/spin.h"
 #include "datatype/timestamp.h"
 
-#define JOBFLOW_VERSION "0.1.0"
+#define JOBFLOW_VERSION "0.2.0"
 #define JOBFLOW_CHANNEL "jobflow"
 
 /* settings (jobflow.c) */
