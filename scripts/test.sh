@@ -44,14 +44,20 @@ pgtap() {
 	pg_prove -d jobflow "$REPO"/test/pgtap/*.sql
 }
 
+# JOBFLOW_PYTEST_ARGS narrows the integration tests while developing,
+# e.g. "test/integration/test_hosts.py -k slow"
 integration() {
-	(cd "$REPO" && "$PYTHON" -m pytest -q -p no:cacheprovider test/integration)
+	# shellcheck disable=SC2086
+	(cd "$REPO" && "$PYTHON" -m pytest -q -p no:cacheprovider ${JOBFLOW_PYTEST_ARGS:-test/integration})
 }
 
-suite unit make -C "$REPO/test/unit" -s check
-suite regress regress
-suite pgtap pgtap
-suite integration integration
+# JOBFLOW_SUITES picks suites while developing (default: all of them)
+wanted() { [[ " ${JOBFLOW_SUITES:-unit regress pgtap integration} " == *" $1 "* ]]; }
+
+wanted unit && suite unit make -C "$REPO/test/unit" -s check
+wanted regress && suite regress regress
+wanted pgtap && suite pgtap pgtap
+wanted integration && suite integration integration
 
 log "summary"
 [ ${#failed_names[@]} -gt 0 ] && echo "failed suites: ${failed_names[*]}"
