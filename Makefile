@@ -24,6 +24,7 @@ OBJS = \
 	src/http.o \
 	src/http_queue.o \
 	src/http_request.o \
+	src/fair.o \
 	src/cron_parse.o \
 	src/cron.o \
 	src/cron_sql.o

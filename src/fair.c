@@ -1,0 +1,588 @@
+/*-------------------------------------------------------------------------
+ *
+ * fair.c
+ *	  Fair sharing of the dispatcher's capacity among hosts and owners:
+ *	  per-(owner, origin) queues of due tasks, picked round-robin within
+ *	  per-origin, per-owner and global limits (see fair.h).
+ *
+ * Origins, owners and queues live in arrays that only grow, found through
+ * small open-addressing tables of indexes; a queue is a ring buffer of
+ * task ids.  Queues that hold parked tasks form a circular list that
+ * jf_fair_pick() walks from where the previous pick stopped, so every
+ * queue is visited once per pass whatever the others hold.
+ *
+ * "Recent completions" are counted in two windows of RECENT_WINDOW_MS:
+ * the current one and the one before, which is enough to tell a host that
+ * answers hundreds of requests a second from one that answers none.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "fair.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NONE UINT32_MAX
+#define RECENT_WINDOW_MS 100
+/* most tasks taken from one queue per visit: finer turns, fairer passes */
+#define QUANTUM 64
+#define MAX_ORIGIN 300
+
+typedef struct Recent
+{
+	int64_t		window_start;
+	int			current;
+	int			previous;
+} Recent;
+
+typedef struct Host
+{
+	char	   *origin;
+	uint32_t	hash;
+	int			claimed;
+	Recent		recent;
+} Host;
+
+typedef struct Owner
+{
+	uint32_t	oid;
+	int			claimed;
+} Owner;
+
+typedef struct Queue
+{
+	uint32_t	host;
+	uint32_t	owner;
+	uint64_t   *ids;			/* ring buffer of parked task ids */
+	uint32_t	head;
+	uint32_t	count;
+	uint32_t	cap;
+	uint32_t	prev;			/* in the circle of queues with tasks */
+	uint32_t	next;
+	bool		active;
+} Queue;
+
+/* An open-addressing table of indexes + 1 (0 = empty slot). */
+typedef struct Index
+{
+	uint32_t   *slots;
+	uint32_t	size;			/* a power of two */
+	uint32_t	used;
+} Index;
+
+struct JfFair
+{
+	JfFairConfig cfg;
+	Host	   *hosts;
+	uint32_t	nhosts;
+	uint32_t	hosts_cap;
+	Owner	   *owners;
+	uint32_t	nowners;
+	uint32_t	owners_cap;
+	Queue	   *queues;
+	uint32_t	nqueues;
+	uint32_t	queues_cap;
+	Index		host_index;
+	Index		owner_index;
+	Index		queue_index;
+	uint32_t	cursor;			/* next queue to visit; NONE: no tasks */
+	uint32_t	nactive;
+	int			claimed;
+	size_t		parked;
+	Recent		recent;
+};
+
+static uint32_t
+hash32(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= UINT64_C(0xff51afd7ed558ccd);
+	x ^= x >> 33;
+	return (uint32_t) x;
+}
+
+static uint32_t
+hash_string(const char *s)
+{
+	uint32_t	h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char) *s) * 16777619u;
+	return h;
+}
+
+static uint32_t
+host_hash(const JfFair *f, uint32_t i)
+{
+	return f->hosts[i].hash;
+}
+
+static uint32_t
+owner_hash(const JfFair *f, uint32_t i)
+{
+	return hash32(f->owners[i].oid);
+}
+
+static uint32_t
+queue_hash(const JfFair *f, uint32_t i)
+{
+	return hash32(((uint64_t) f->queues[i].owner << 32) | f->queues[i].host);
+}
+
+/* Grow an index to twice its size, re-placing every entry. */
+static bool
+index_grow(JfFair *f, Index *ix, uint32_t (*hash) (const JfFair *, uint32_t))
+{
+	uint32_t	size = ix->size ? ix->size * 2 : 64;
+	uint32_t   *slots = calloc(size, sizeof(uint32_t));
+	uint32_t	i;
+
+	if (slots == NULL)
+		return false;
+	for (i = 0; i < ix->size; i++)
+	{
+		uint32_t	s;
+
+		if (ix->slots[i] == 0)
+			continue;
+		s = hash(f, ix->slots[i] - 1) & (size - 1);
+		while (slots[s] != 0)
+			s = (s + 1) & (size - 1);
+		slots[s] = ix->slots[i];
+	}
+	free(ix->slots);
+	ix->slots = slots;
+	ix->size = size;
+	return true;
+}
+
+/* Grow an array of elements of the given size to hold one more. */
+static bool
+array_reserve(void **array, uint32_t *cap, uint32_t n, size_t elem)
+{
+	uint32_t	newcap;
+	void	   *p;
+
+	if (n < *cap)
+		return true;
+	newcap = *cap ? *cap * 2 : 64;
+	p = realloc(*array, (size_t) newcap * elem);
+	if (p == NULL)
+		return false;
+	*array = p;
+	*cap = newcap;
+	return true;
+}
+
+JfFair *
+jf_fair_create(const JfFairConfig *cfg)
+{
+	JfFair	   *f = calloc(1, sizeof(JfFair));
+
+	if (f == NULL)
+		return NULL;
+	f->cfg = *cfg;
+	f->cursor = NONE;
+	return f;
+}
+
+void
+jf_fair_destroy(JfFair *f)
+{
+	uint32_t	i;
+
+	if (f == NULL)
+		return;
+	for (i = 0; i < f->nhosts; i++)
+		free(f->hosts[i].origin);
+	for (i = 0; i < f->nqueues; i++)
+		free(f->queues[i].ids);
+	free(f->hosts);
+	free(f->owners);
+	free(f->queues);
+	free(f->host_index.slots);
+	free(f->owner_index.slots);
+	free(f->queue_index.slots);
+	free(f);
+}
+
+void
+jf_fair_set_config(JfFair *f, const JfFairConfig *cfg)
+{
+	f->cfg = *cfg;
+}
+
+/*
+ * scheme://host:port of an absolute URL, in lower case, with the scheme's
+ * default port made explicit, so that http://A/ and http://a:80/x share
+ * one origin.  URLs reaching the worker were validated by the row check.
+ */
+bool
+jf_fair_origin(const char *url, char *buf, size_t len)
+{
+	const char *sep = strstr(url, "://");
+	const char *auth;
+	const char *end;
+	const char *at;
+	const char *port = NULL;
+	const char *host_end;
+	size_t		n = 0;
+	const char *p;
+	long		portnum;
+
+	if (sep == NULL || sep == url)
+		return false;
+	auth = sep + 3;
+	end = auth + strcspn(auth, "/?#");
+	for (at = end; at > auth && at[-1] != '@'; at--)
+		;
+	if (at > auth)
+		auth = at;
+	if (*auth == '[')
+	{
+		host_end = memchr(auth, ']', end - auth);
+		if (host_end == NULL)
+			return false;
+		host_end++;
+		if (host_end < end && *host_end == ':')
+			port = host_end + 1;
+	}
+	else
+	{
+		host_end = auth;
+		while (host_end < end && *host_end != ':')
+			host_end++;
+		if (host_end < end)
+			port = host_end + 1;
+	}
+	if (port != NULL && port < end)
+	{
+		char	   *stop;
+
+		portnum = strtol(port, &stop, 10);
+		if (stop != end || portnum < 0 || portnum > 65535)
+			return false;
+	}
+	else if (sep - url == 5 && strncmp(url, "https", 5) == 0)
+		portnum = 443;
+	else
+		portnum = 80;
+	if ((size_t) (sep - url) + 3 + (size_t) (host_end - auth) + 7 > len)
+		return false;
+	for (p = url; p < sep; p++)
+		buf[n++] = (*p >= 'A' && *p <= 'Z') ? *p + 32 : *p;
+	memcpy(buf + n, "://", 3);
+	n += 3;
+	for (p = auth; p < host_end; p++)
+		buf[n++] = (*p >= 'A' && *p <= 'Z') ? *p + 32 : *p;
+	snprintf(buf + n, len - n, ":%ld", portnum);
+	return true;
+}
+
+static uint32_t
+find_host(JfFair *f, const char *origin)
+{
+	uint32_t	h = hash_string(origin);
+	uint32_t	s;
+	Host	   *host;
+
+	if (f->host_index.size == 0 ||
+		(f->host_index.used + 1) * 2 > f->host_index.size)
+		if (!index_grow(f, &f->host_index, host_hash))
+			return NONE;
+	for (s = h & (f->host_index.size - 1); f->host_index.slots[s] != 0;
+		 s = (s + 1) & (f->host_index.size - 1))
+	{
+		host = &f->hosts[f->host_index.slots[s] - 1];
+		if (host->hash == h && strcmp(host->origin, origin) == 0)
+			return f->host_index.slots[s] - 1;
+	}
+	if (!array_reserve((void **) &f->hosts, &f->hosts_cap, f->nhosts, sizeof(Host)))
+		return NONE;
+	host = &f->hosts[f->nhosts];
+	memset(host, 0, sizeof(Host));
+	host->origin = strdup(origin);
+	if (host->origin == NULL)
+		return NONE;
+	host->hash = h;
+	f->host_index.slots[s] = ++f->nhosts;
+	f->host_index.used++;
+	return f->nhosts - 1;
+}
+
+static uint32_t
+find_owner(JfFair *f, uint32_t oid)
+{
+	uint32_t	s;
+
+	if (f->owner_index.size == 0 ||
+		(f->owner_index.used + 1) * 2 > f->owner_index.size)
+		if (!index_grow(f, &f->owner_index, owner_hash))
+			return NONE;
+	for (s = hash32(oid) & (f->owner_index.size - 1); f->owner_index.slots[s] != 0;
+		 s = (s + 1) & (f->owner_index.size - 1))
+		if (f->owners[f->owner_index.slots[s] - 1].oid == oid)
+			return f->owner_index.slots[s] - 1;
+	if (!array_reserve((void **) &f->owners, &f->owners_cap, f->nowners, sizeof(Owner)))
+		return NONE;
+	f->owners[f->nowners].oid = oid;
+	f->owners[f->nowners].claimed = 0;
+	f->owner_index.slots[s] = ++f->nowners;
+	f->owner_index.used++;
+	return f->nowners - 1;
+}
+
+uint32_t
+jf_fair_queue(JfFair *f, uint32_t owner, const char *url)
+{
+	char		origin[MAX_ORIGIN];
+	uint32_t	host;
+	uint32_t	own;
+	uint32_t	s;
+	Queue	   *q;
+
+	/* an unparsable URL fails at sending; it still needs a queue */
+	if (!jf_fair_origin(url, origin, sizeof(origin)))
+		snprintf(origin, sizeof(origin), "?");
+	if ((host = find_host(f, origin)) == NONE || (own = find_owner(f, owner)) == NONE)
+		return NONE;
+	if (f->queue_index.size == 0 ||
+		(f->queue_index.used + 1) * 2 > f->queue_index.size)
+		if (!index_grow(f, &f->queue_index, queue_hash))
+			return NONE;
+	for (s = hash32(((uint64_t) own << 32) | host) & (f->queue_index.size - 1);
+		 f->queue_index.slots[s] != 0;
+		 s = (s + 1) & (f->queue_index.size - 1))
+	{
+		q = &f->queues[f->queue_index.slots[s] - 1];
+		if (q->host == host && q->owner == own)
+			return f->queue_index.slots[s] - 1;
+	}
+	if (!array_reserve((void **) &f->queues, &f->queues_cap, f->nqueues, sizeof(Queue)))
+		return NONE;
+	q = &f->queues[f->nqueues];
+	memset(q, 0, sizeof(Queue));
+	q->host = host;
+	q->owner = own;
+	q->prev = q->next = NONE;
+	f->queue_index.slots[s] = ++f->nqueues;
+	f->queue_index.used++;
+	return f->nqueues - 1;
+}
+
+/* Join the circle just before the cursor: visited last in this pass. */
+static void
+circle_insert(JfFair *f, uint32_t i)
+{
+	Queue	   *q = &f->queues[i];
+
+	if (f->cursor == NONE)
+	{
+		q->prev = q->next = i;
+		f->cursor = i;
+	}
+	else
+	{
+		Queue	   *c = &f->queues[f->cursor];
+
+		q->next = f->cursor;
+		q->prev = c->prev;
+		f->queues[c->prev].next = i;
+		c->prev = i;
+	}
+	q->active = true;
+	f->nactive++;
+}
+
+static void
+circle_remove(JfFair *f, uint32_t i)
+{
+	Queue	   *q = &f->queues[i];
+
+	if (q->next == i)
+		f->cursor = NONE;
+	else
+	{
+		f->queues[q->prev].next = q->next;
+		f->queues[q->next].prev = q->prev;
+		if (f->cursor == i)
+			f->cursor = q->next;
+	}
+	q->prev = q->next = NONE;
+	q->active = false;
+	f->nactive--;
+}
+
+bool
+jf_fair_push(JfFair *f, uint32_t queue, uint64_t id)
+{
+	Queue	   *q = &f->queues[queue];
+
+	if (q->count == q->cap)
+	{
+		uint32_t	cap = q->cap ? q->cap * 2 : 16;
+		uint64_t   *ids = malloc(sizeof(uint64_t) * cap);
+		uint32_t	k;
+
+		if (ids == NULL)
+			return false;
+		for (k = 0; k < q->count; k++)
+			ids[k] = q->ids[(q->head + k) % q->cap];
+		free(q->ids);
+		q->ids = ids;
+		q->cap = cap;
+		q->head = 0;
+	}
+	q->ids[(q->head + q->count) % q->cap] = id;
+	q->count++;
+	f->parked++;
+	if (!q->active)
+		circle_insert(f, queue);
+	return true;
+}
+
+/* Move the windows on to now; a long silence forgets everything. */
+static Recent *
+recent_at(Recent *r, int64_t now_ms)
+{
+	if (now_ms >= r->window_start + 2 * RECENT_WINDOW_MS)
+	{
+		r->previous = 0;
+		r->current = 0;
+		r->window_start = now_ms;
+	}
+	else if (now_ms >= r->window_start + RECENT_WINDOW_MS)
+	{
+		r->previous = r->current;
+		r->current = 0;
+		r->window_start += RECENT_WINDOW_MS;
+	}
+	return r;
+}
+
+static int
+ahead(JfFair *f, Recent *r, int64_t now_ms)
+{
+	int			done;
+
+	recent_at(r, now_ms);
+	done = r->current + r->previous;
+	return done < f->cfg.max_ahead ? done : f->cfg.max_ahead;
+}
+
+static int
+min_int(int a, int b)
+{
+	return a < b ? a : b;
+}
+
+int
+jf_fair_pick(JfFair *f, JfFairPick *out, int max, int64_t now_ms,
+			 JfFairTake take, void *arg)
+{
+	int			n = 0;
+	int			global_room = f->cfg.max_in_flight + ahead(f, &f->recent, now_ms) - f->claimed;
+	uint32_t	idle = 0;
+	uint32_t	i = f->cursor;
+
+	while (n < max && global_room > 0 && i != NONE)
+	{
+		Queue	   *q = &f->queues[i];
+		Host	   *h = &f->hosts[q->host];
+		Owner	   *o = &f->owners[q->owner];
+		uint32_t	next = q->next;
+		int			room;
+		int			took = 0;
+
+		room = f->cfg.max_per_host + ahead(f, &h->recent, now_ms) - h->claimed;
+		room = min_int(room, f->cfg.max_per_owner - o->claimed);
+		room = min_int(room, min_int(global_room, min_int(QUANTUM, max - n)));
+		while (took < room && q->count > 0)
+		{
+			uint64_t	id = q->ids[q->head];
+
+			q->head = (q->head + 1) % q->cap;
+			q->count--;
+			f->parked--;
+			if (take != NULL && !take(id, arg))
+				continue;
+			out[n].id = id;
+			out[n].queue = i;
+			n++;
+			took++;
+		}
+		h->claimed += took;
+		o->claimed += took;
+		f->claimed += took;
+		global_room -= took;
+		if (took > 0)
+			idle = 0;
+		if (q->count == 0)
+			circle_remove(f, i);
+		else if (took == 0)
+			idle++;
+		if (f->cursor == NONE)
+			break;
+		i = q->active ? next : f->cursor;
+		f->cursor = i;
+		if (idle >= f->nactive)
+			break;
+	}
+	return n;
+}
+
+void
+jf_fair_release(JfFair *f, uint32_t queue)
+{
+	Queue	   *q = &f->queues[queue];
+
+	f->hosts[q->host].claimed--;
+	f->owners[q->owner].claimed--;
+	f->claimed--;
+}
+
+void
+jf_fair_done(JfFair *f, uint32_t queue, int64_t now_ms)
+{
+	Queue	   *q = &f->queues[queue];
+
+	jf_fair_release(f, queue);
+	recent_at(&f->hosts[q->host].recent, now_ms)->current++;
+	recent_at(&f->recent, now_ms)->current++;
+}
+
+size_t
+jf_fair_parked(const JfFair *f)
+{
+	return f->parked;
+}
+
+int
+jf_fair_claimed(const JfFair *f)
+{
+	return f->claimed;
+}
+
+size_t
+jf_fair_queues(const JfFair *f)
+{
+	return f->nqueues;
+}
+
+size_t
+jf_fair_memory(const JfFair *f)
+{
+	size_t		bytes = sizeof(JfFair);
+	uint32_t	i;
+
+	bytes += (size_t) f->hosts_cap * sizeof(Host) + (size_t) f->owners_cap * sizeof(Owner) +
+		(size_t) f->queues_cap * sizeof(Queue);
+	bytes += ((size_t) f->host_index.size + f->owner_index.size + f->queue_index.size) *
+		sizeof(uint32_t);
+	for (i = 0; i < f->nqueues; i++)
+		bytes += (size_t) f->queues[i].cap * sizeof(uint64_t);
+	for (i = 0; i < f->nhosts; i++)
+		bytes += strlen(f->hosts[i].origin) + 1;
+	return bytes;
+}

@@ -1,0 +1,92 @@
+/*-------------------------------------------------------------------------
+ *
+ * fair.h
+ *	  Fair sharing of the dispatcher's capacity among hosts and owners.
+ *
+ * Due tasks are not claimed in due order across everything: each one is
+ * parked in the queue of its (owner, origin), where origin is
+ * scheme://host:port.  jf_fair_pick() then chooses what to claim now,
+ * visiting the queues round-robin, in due order within each queue, and
+ * never beyond what can be sent soon:
+ *
+ *	- per origin: max_per_host requests claimed and not finished, plus as
+ *	  many as the origin finished in about the last 150 ms ("ahead": a fast
+ *	  host gets a deep queue, a slow or dead one none);
+ *	- per owner: max_per_owner claimed and not finished, whatever the
+ *	  number of origins it spreads them over;
+ *	- in all: max_in_flight plus the recent completions of everyone.
+ *
+ * So a slow or dead origin holds at most max_per_host requests, a tenant at
+ * most max_per_owner, and an overdue backlog waits in its own queue while
+ * other queues are served on every pass.  Tasks that are parked cost a few
+ * bytes; nothing is claimed for them until they can go.
+ *
+ * Plain C, no PostgreSQL headers (unit-tested in test/unit/test_fair.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef JF_FAIR_H
+#define JF_FAIR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct JfFair JfFair;
+
+typedef struct JfFairConfig
+{
+	int			max_in_flight;	/* >= 1 */
+	int			max_per_host;	/* >= 1 */
+	int			max_per_owner;	/* >= 1 */
+	int			max_ahead;		/* most claimed beyond the caps, per origin */
+} JfFairConfig;
+
+/* One task chosen by jf_fair_pick(). */
+typedef struct JfFairPick
+{
+	uint64_t	id;
+	uint32_t	queue;
+} JfFairPick;
+
+/*
+ * Called for each parked id about to be picked: false drops it (a stale
+ * entry: rescheduled, cancelled or already picked), true takes it.
+ */
+typedef bool (*JfFairTake) (uint64_t id, void *arg);
+
+extern JfFair *jf_fair_create(const JfFairConfig *cfg);
+extern void jf_fair_destroy(JfFair *f);
+extern void jf_fair_set_config(JfFair *f, const JfFairConfig *cfg);
+
+/*
+ * The queue of (owner, the origin of url), created on first use; stable
+ * for the life of f.  UINT32_MAX when out of memory.
+ */
+extern uint32_t jf_fair_queue(JfFair *f, uint32_t owner, const char *url);
+
+/* The origin key of url ("scheme://host:port", lower case) into buf. */
+extern bool jf_fair_origin(const char *url, char *buf, size_t len);
+
+/* Park a due task at the tail of its queue; false when out of memory. */
+extern bool jf_fair_push(JfFair *f, uint32_t queue, uint64_t id);
+
+/*
+ * Choose up to max parked tasks to claim now (see the file header); each
+ * counts as claimed until jf_fair_done() or jf_fair_release().
+ */
+extern int	jf_fair_pick(JfFair *f, JfFairPick *out, int max, int64_t now_ms,
+						 JfFairTake take, void *arg);
+
+/* A picked task's request finished (its origin answered, or gave up). */
+extern void jf_fair_done(JfFair *f, uint32_t queue, int64_t now_ms);
+
+/* A picked task was not sent after all (the claim did not take it). */
+extern void jf_fair_release(JfFair *f, uint32_t queue);
+
+extern size_t jf_fair_parked(const JfFair *f);
+extern int	jf_fair_claimed(const JfFair *f);
+extern size_t jf_fair_queues(const JfFair *f);
+extern size_t jf_fair_memory(const JfFair *f);
+
+#endif							/* JF_FAIR_H */
