@@ -27,7 +27,8 @@ OBJS = \
 	src/fair.o \
 	src/cron_parse.o \
 	src/cron.o \
-	src/cron_sql.o
+	src/cron_sql.o \
+	src/tenant_api.o
 
 REGRESS = schedule validation lifecycle cron
 REGRESS_OPTS = --inputdir=. --load-extension=jobflow

@@ -4,12 +4,16 @@
  *	  From due wheel entries to HTTP requests, and from responses to
  *	  outcomes: claim, submit, classify, retry.
  *
- * Due tasks are claimed in batches by one UPDATE that only takes tasks
- * still pending and due, so a cancelled or rescheduled task never fires;
- * claiming marks them running and counts the attempt.  Requests then go to
- * the libcurl dispatcher (http.c), which runs them all at once within its
- * caps and never blocks the worker.  Each result becomes an outcome row for
- * the log writer; a retry goes straight back into the wheel.
+ * Due tasks leave the wheel into their (owner, origin) queue of the fair
+ * share (fair.c), which decides what may be claimed now: never more than an
+ * origin can take soon, nor more than an owner's share, so a slow host, a
+ * tenant or a backlog holds up nobody else's tasks (see the README).  What
+ * it picks is claimed in batches by one UPDATE that only takes tasks still
+ * pending and due, so a cancelled or rescheduled task never fires; claiming
+ * marks them running and counts the attempt.  Requests then go to the
+ * libcurl dispatcher (http.c), which runs them at once and never blocks the
+ * worker.  Each result becomes an outcome row for the log writer; a retry
+ * goes straight back into the wheel.
  *
  * Claims commit asynchronously (the worker runs with synchronous_commit
  * off): a claim lost in a crash leaves the task pending, so it fires again,
@@ -37,7 +41,13 @@ typedef struct InFlightEntry
 	dlist_node	node;
 } InFlightEntry;
 
+/* most due tasks moved from the wheel into the fair share per turn */
+#define MAX_PARKED_PER_TURN 100000
+
 static dlist_head in_flight = DLIST_STATIC_INIT(in_flight);
+/* picks being claimed: counted in the fair share, not yet requests */
+static JfFairPick *claiming = NULL;
+static int	nclaiming = 0;
 static SPIPlanPtr claim_plan = NULL;
 static MemoryContext claim_cxt = NULL;	/* requests between claim and submit */
 
@@ -57,6 +67,18 @@ http_config(void)
 	return cfg;
 }
 
+static JfFairConfig
+fair_config(void)
+{
+	JfFairConfig cfg;
+
+	cfg.max_in_flight = jobflow_max_concurrent;
+	cfg.max_per_host = Min(jobflow_max_per_host, jobflow_max_concurrent);
+	cfg.max_per_owner = Min(jobflow_max_per_owner, jobflow_max_concurrent);
+	cfg.max_ahead = jobflow_claim_batch_size;
+	return cfg;
+}
+
 void
 dispatch_init(WorkerState *ws)
 {
@@ -71,6 +93,15 @@ dispatch_init(WorkerState *ws)
 	if (ws->http == NULL)
 		ereport(ERROR,
 				(errmsg("could not create the jobflow HTTP dispatcher: %s", errbuf)));
+	{
+		JfFairConfig fcfg = fair_config();
+
+		ws->fair = jf_fair_create(&fcfg);
+	}
+	if (ws->fair == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory creating the jobflow fair share")));
 }
 
 /* Settings changed on SIGHUP: new caps apply at once. */
@@ -78,24 +109,12 @@ void
 dispatch_reconfigure(WorkerState *ws)
 {
 	JfHttpConfig cfg = http_config();
+	JfFairConfig fcfg = fair_config();
 
+	jf_fair_set_config(ws->fair, &fcfg);
 	if (!jf_http_set_config(ws->http, &cfg))
 		ereport(WARNING,
 				(errmsg("out of memory applying new jobflow HTTP settings; the old ones stay")));
-}
-
-/*
- * How many more tasks the worker may claim now.  Claimed tasks wait in the
- * dispatcher's queues; bounding that backlog bounds the worker's memory
- * when a large batch falls due at once.  The rest stay due in the wheel.
- */
-static int
-claim_capacity(WorkerState *ws)
-{
-	int			backlog = jf_http_in_flight(ws->http) + jf_http_queued(ws->http);
-	int			limit = Max(10000, 20 * jobflow_max_concurrent);
-
-	return Max(0, limit - backlog);
 }
 
 /*
@@ -141,7 +160,8 @@ build_headers(Jsonb *headers, const char *content_type, int *n)
  * request is only handed to libcurl once the claim has committed.
  */
 static void
-build_request(WorkerState *ws, HeapTuple tup, TupleDesc desc, JfHttpRequest *req)
+build_request(WorkerState *ws, HeapTuple tup, TupleDesc desc, uint32 queue,
+			  JfHttpRequest *req)
 {
 	bool		isnull;
 	InFlightEntry *e;
@@ -155,6 +175,7 @@ build_request(WorkerState *ws, HeapTuple tup, TupleDesc desc, JfHttpRequest *req
 	e->task.max_attempts = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
 	e->task.owner = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
 	e->task.scheduled_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 5, &isnull));
+	e->task.queue = queue;
 
 	memset(req, 0, sizeof(*req));
 	req->task_id = e->task.id;
@@ -184,7 +205,7 @@ build_request(WorkerState *ws, HeapTuple tup, TupleDesc desc, JfHttpRequest *req
  * memory) is handed back like an unsent one at shutdown: claim undone.
  */
 static void
-submit_requests(JfHttp *http, JfHttpRequest *reqs, int n)
+submit_requests(WorkerState *ws, JfHttpRequest *reqs, int n)
 {
 	int			i;
 
@@ -192,11 +213,12 @@ submit_requests(JfHttp *http, JfHttpRequest *reqs, int n)
 	{
 		InFlightEntry *e = (InFlightEntry *) reqs[i].user;
 
-		if (jf_http_submit(http, &reqs[i]))
+		if (jf_http_submit(ws->http, &reqs[i]))
 		{
 			dlist_push_tail(&in_flight, &e->node);
 			continue;
 		}
+		jf_fair_release(ws->fair, e->task.queue);
 		{
 			OutcomeRow	row;
 
@@ -215,61 +237,66 @@ submit_requests(JfHttp *http, JfHttpRequest *reqs, int n)
 }
 
 static int
-compare_int64(const void *a, const void *b)
+compare_pick(const void *a, const void *b)
 {
-	int64		x = *(const int64 *) a;
-	int64		y = *(const int64 *) b;
+	uint64		x = ((const JfFairPick *) a)->id;
+	uint64		y = ((const JfFairPick *) b)->id;
 
 	return (x > y) - (x < y);
 }
 
 /*
- * A retry falls due before its outcome row is written when the loop was
+ * The picks the claim did not take go back to the fair share's counts.  A
+ * retry falls due before its outcome row is written when the loop was
  * held up for longer than the flush interval: its claim finds the task
- * still running.  Put such tasks back in the wheel for just after the
- * next flush instead of leaving them to the rescan.
+ * still running, so it goes back in the wheel for just after the next
+ * flush.  The others were cancelled, rescheduled or are locked by some
+ * transaction: feed_recheck sorts them out.
  */
 static void
-requeue_unwritten_retries(WorkerState *ws, Datum *ids, int n,
-						  SPITupleTable *claimed, int64 now_ms)
+handle_unclaimed(WorkerState *ws, JfFairPick *picks, int n, bool *claimed,
+				 int64 now_ms)
 {
-	uint64		nclaimed = SPI_processed;
-	int64	   *got = palloc(sizeof(int64) * Max(nclaimed, 1));
-	uint64		i;
+	Datum	   *missed = palloc(sizeof(Datum) * Max(n, 1));
+	int			nmissed = 0;
 	int			k;
 
-	for (i = 0; i < nclaimed; i++)
-	{
-		bool		isnull;
-
-		got[i] = DatumGetInt64(SPI_getbinval(claimed->vals[i], claimed->tupdesc, 1, &isnull));
-	}
-	qsort(got, nclaimed, sizeof(int64), compare_int64);
 	for (k = 0; k < n; k++)
 	{
-		int64		id = DatumGetInt64(ids[k]);
+		int64		id = (int64) picks[k].id;
 
-		if (bsearch(&id, got, nclaimed, sizeof(int64), compare_int64) == NULL &&
-			log_writer_has_retry(id))
-			feed_upsert(ws, id, now_ms + jobflow_log_flush_ms);
+		if (claimed[k])
+			continue;
+		jf_fair_release(ws->fair, picks[k].queue);
+		if (log_writer_has_retry(id))
+			feed_upsert(ws, id, now_ms + jobflow_log_flush_ms, picks[k].queue);
+		else
+			missed[nmissed++] = Int64GetDatum(id);
 	}
-	pfree(got);
+	if (nmissed > 0)
+		feed_recheck(ws, PointerGetDatum(construct_array(missed, nmissed, INT8OID, 8,
+														 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)),
+					 now_ms);
+	pfree(missed);
 }
 
 /*
- * Claim the given due tasks and submit those that are still pending and
- * due.  Everything the requests need is copied by jf_http_submit, so the
+ * Claim the picked tasks and submit those that are still pending and due.
+ * Everything the requests need is copied by jf_http_submit, so the
  * transaction's memory can go when it commits.
  */
 static void
-claim_and_submit(WorkerState *ws, Datum *ids, int n, int64 now_ms)
+claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 {
 	Datum		values[2];
 	Oid			types[2] = {INT8ARRAYOID, TIMESTAMPTZOID};
 	int			ret;
 	uint64		i;
+	int			k;
 	int			nclaimed;
 	JfHttpRequest *reqs;
+	Datum	   *ids;
+	bool	   *claimed;
 	MemoryContext old;
 
 	jf_xact_begin("jobflow: claim due tasks");
@@ -281,7 +308,7 @@ claim_and_submit(WorkerState *ws, Datum *ids, int n, int64 now_ms)
 		 * then filters every due task instead of fetching its ids.  SKIP
 		 * LOCKED: a task some transaction holds (a cancel in progress, a
 		 * SELECT ... FOR UPDATE) must not stall every other task; it stays
-		 * pending and the next rescan puts it back in the wheel.
+		 * pending and is tried again a little later.
 		 */
 		SPIPlanPtr	plan = SPI_prepare_cursor(
 			"UPDATE jobflow.tasks t"
@@ -301,6 +328,14 @@ claim_and_submit(WorkerState *ws, Datum *ids, int n, int64 now_ms)
 		SPI_keepplan(plan);
 		claim_plan = plan;
 	}
+	/* sorted by id, so that each claimed row finds its pick */
+	qsort(picks, n, sizeof(JfFairPick), compare_pick);
+	claiming = picks;
+	nclaiming = n;
+	ids = palloc(sizeof(Datum) * n);
+	claimed = palloc0(sizeof(bool) * n);
+	for (k = 0; k < n; k++)
+		ids[k] = Int64GetDatum((int64) picks[k].id);
 	values[0] = PointerGetDatum(construct_array(ids, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	values[1] = TimestampTzGetDatum(jf_ms_to_ts(now_ms));
 	ret = SPI_execute_plan(claim_plan, values, NULL, false, 0);
@@ -311,30 +346,54 @@ claim_and_submit(WorkerState *ws, Datum *ids, int n, int64 now_ms)
 	reqs = MemoryContextAlloc(claim_cxt, sizeof(JfHttpRequest) * Max(nclaimed, 1));
 	old = MemoryContextSwitchTo(claim_cxt);
 	for (i = 0; i < SPI_processed; i++)
-		build_request(ws, SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &reqs[i]);
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		bool		isnull;
+		JfFairPick	key;
+		JfFairPick *pick;
+
+		key.id = (uint64) DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
+		pick = bsearch(&key, picks, n, sizeof(JfFairPick), compare_pick);
+		/* the same id picked twice: the first pick is the one claimed */
+		while (pick > picks && pick[-1].id == key.id)
+			pick--;
+		claimed[pick - picks] = true;
+		build_request(ws, tup, SPI_tuptable->tupdesc, pick->queue, &reqs[i]);
+	}
 	MemoryContextSwitchTo(old);
-	if (SPI_processed < (uint64) n)
-		requeue_unwritten_retries(ws, ids, n, SPI_tuptable, now_ms);
+	if (nclaimed < n)
+	{
+		handle_unclaimed(ws, picks, n, claimed, now_ms);
+		/* what stays to be released if the commit fails: the claimed ones */
+		nclaiming = 0;
+		for (k = 0; k < n; k++)
+			if (claimed[k])
+				picks[nclaiming++] = picks[k];
+	}
 	jf_xact_commit();
+	nclaiming = 0;
 
 	/* only now: a claim that failed to commit must send nothing */
-	submit_requests(ws->http, reqs, nclaimed);
+	submit_requests(ws, reqs, nclaimed);
 	pg_atomic_fetch_add_u64(&jobflow_shared->fired, nclaimed);
 	MemoryContextReset(claim_cxt);
 }
 
 /*
- * Fire what the wheel says is due.  Returns true when due tasks had to
- * stay in the wheel because the dispatcher's backlog is full; the loop
- * then waits for results instead of the (past) wheel deadline.
+ * Fire what is due: move the wheel's due entries into the fair share, then
+ * claim what it lets go now, a batch at a time.  Returns true when due
+ * entries are still in the wheel (more than one turn moves); the loop then
+ * comes straight back instead of sleeping.
  */
 bool
 dispatch_due(WorkerState *ws, int64 now_ms)
 {
 	static JfWheelExpired *expired = NULL;
-	static Datum *ids = NULL;
+	static JfFairPick *picks = NULL;
 	static int	allocated = 0;
 	int			batch = jobflow_claim_batch_size;
+	size_t		parked = 0;
+	bool		more = false;
 
 	if (ws->stopping)
 		return false;
@@ -344,39 +403,57 @@ dispatch_due(WorkerState *ws, int64 now_ms)
 		if (expired != NULL)
 		{
 			pfree(expired);
-			pfree(ids);
+			pfree(picks);
 		}
 		expired = MemoryContextAlloc(ws->cxt, sizeof(JfWheelExpired) * batch);
-		ids = MemoryContextAlloc(ws->cxt, sizeof(Datum) * batch);
+		picks = MemoryContextAlloc(ws->cxt, sizeof(JfFairPick) * batch);
 		allocated = batch;
 	}
 	for (;;)
 	{
-		int			room = Min(batch, claim_capacity(ws));
-		size_t		n;
+		size_t		n = jf_wheel_advance(ws->wheel, now_ms, expired, batch);
 		size_t		i;
 
-		if (room == 0)
+		for (i = 0; i < n; i++)
+			(void) feed_park(ws, (int64) expired[i].id);
+		parked += n;
+		if (n < (size_t) batch)
+			break;
+		if (parked >= MAX_PARKED_PER_TURN)
 		{
-			/* still move the clock, so the horizon keeps up */
-			(void) jf_wheel_advance(ws->wheel, now_ms, expired, 0);
-			return jf_wheel_next_deadline(ws->wheel) <= now_ms;
+			more = true;
+			break;
 		}
-		n = jf_wheel_advance(ws->wheel, now_ms, expired, room);
+	}
+	for (;;)
+	{
+		int			n = jf_fair_pick(ws->fair, picks, batch, now_ms, feed_take, ws);
+
 		if (n == 0)
 			break;
-		for (i = 0; i < n; i++)
-		{
-			feed_forget(ws, (int64) expired[i].id);
-			ids[i] = Int64GetDatum((int64) expired[i].id);
-		}
-		claim_and_submit(ws, ids, (int) n, now_ms);
+		claim_and_submit(ws, picks, n, now_ms);
 		/* start these requests before claiming the next batch */
 		dispatch_collect(ws);
-		if ((int) n < room)
+		if (n < batch)
 			break;
 	}
-	return false;
+	return more;
+}
+
+/*
+ * After an ERROR: picks whose claim never committed are released, or their
+ * origins and owners would keep fewer places for good.  Their tasks left
+ * the wheel; the full rescan that follows an error finds them.
+ */
+void
+dispatch_recover(WorkerState *ws)
+{
+	int			k;
+
+	for (k = 0; k < nclaiming; k++)
+		jf_fair_release(ws->fair, claiming[k].queue);
+	nclaiming = 0;
+	MemoryContextReset(claim_cxt);
 }
 
 /* Full jitter on the upper half: spreads retries of a failed burst. */
@@ -416,6 +493,7 @@ record_result(WorkerState *ws, JfHttpResult *r)
 	OutcomeRow	row;
 	char		status_error[64];
 
+	jf_fair_done(ws->fair, e->task.queue, r->finished_at_ms);
 	memset(&row, 0, sizeof(row));
 	row.id = e->task.id;
 	row.attempt = e->task.attempt;
@@ -448,7 +526,7 @@ record_result(WorkerState *ws, JfHttpResult *r)
 		row.state = "pending";
 		row.next_run_at = jf_ms_to_ts(next_ms);
 		if (next_ms < ws->loaded_until_ms)
-			feed_upsert(ws, e->task.id, next_ms);
+			feed_upsert(ws, e->task.id, next_ms, e->task.queue);
 		pg_atomic_fetch_add_u64(&jobflow_shared->retried, 1);
 	}
 	else

@@ -7,21 +7,24 @@
  * before loaded_until_ms.  Three paths fill it:
  *
  *	- at start, every pending task due within the horizon, in due order;
- *	- NOTIFY jobflow, sent at commit by the statement trigger of
- *	  jobflow--0.1.0.sql with the range of ids the statement touched, for
- *	  tasks due within three reconcile intervals: the worker reads each
- *	  payload and loads those rows by primary key;
+ *	- wake-ups, published at commit by the statement trigger of
+ *	  jobflow.tasks with the range of ids each statement touched, for
+ *	  tasks due within three reconcile intervals: the worker loads those
+ *	  rows by primary key;
  *	- housekeeping every jobflow.reconcile_interval: extends the horizon,
  *	  and rescans the next two intervals, which loads the tasks that did
  *	  not notify at least an interval before they are due, and whatever a
  *	  lost notification or a queue overflow missed.
  *
+ * Committing transactions hand the id ranges of their tasks to the worker
+ * through shared memory and set its latch (jobflow_publish_wake); NOTIFY
+ * jobflow (sent by CREATE EXTENSION, or by anyone) only wakes it.
  * Background workers cannot use LISTEN's normal delivery, so the worker
  * calls Async_Listen itself and, between transactions, drains the queue
  * with ProcessNotifyInterrupt while PqCommMethods points at a capture
- * function: each 'A' message the backend would send a client lands here.
- * Draining after every wake keeps the cluster-wide notification queue
- * from filling, whatever the rate of notifications.
+ * function that discards what it is sent.  Draining after every wake keeps
+ * the cluster-wide notification queue from filling, whatever the rate of
+ * notifications.
  *
  * A task id maps to at most one wheel entry (the taskmap), so loading a
  * task twice, or rescheduling it, replaces its entry.  A stale entry can
@@ -43,12 +46,14 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
-/* task id -> wheel handle: 16 bytes an entry */
+/* task id -> wheel handle, or parked in its fair-share queue: 24 bytes */
 typedef struct TaskMapEntry
 {
 	int64		id;
-	uint32		handle;
+	uint32		handle;			/* unless parked */
+	uint32		queue;
 	char		status;
+	bool		parked;			/* due, waiting in jf_fair for a place */
 } TaskMapEntry;
 
 static inline uint32
@@ -81,12 +86,18 @@ hash_task_id(int64 id)
 #define MAX_DRAIN_WIDTH 100000
 /* rows fetched per cursor round trip when loading */
 #define LOAD_FETCH 10000
+/* a due task whose row another transaction holds is tried again after */
+#define LOCKED_RETRY_MS 500
+/* every so many rescans, overdue tasks of any age are rescanned too */
+#define FULL_RESCAN_EVERY 12
+/* what a load query returns */
+#define LOAD_COLUMNS "t.id, t.run_at, t.owner, t.url"
 
 static int64 *range_lo;
 static int64 *range_hi;
 static int	nranges;
 static bool ranges_overflowed;
-static bool cron_changed;		/* NOTIFY jobflow 'cron': a timer changed */
+static bool cron_changed;		/* a timer changed */
 
 static void load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
 					  Datum *values);
@@ -109,55 +120,15 @@ capture_is_send_pending(void)
 }
 
 /*
- * Receives what the backend would send a client.  Only NotificationResponse
- * ('A': int32 pid, channel, payload) matters; the payload is "lo hi", the
- * id range of one statement.  Anything else (an empty payload from CREATE
- * EXTENSION, a malformed one) is just a wake-up.
+ * Receives what the backend would send a client: NotificationResponses on
+ * channel jobflow.  Any role may NOTIFY, so a notification is only ever a
+ * wake-up, and what it says is ignored: the ranges to load come through
+ * shared memory from the committing transactions themselves (see
+ * feed_take_wakeups).  Draining costs no statement.
  */
 static int
 capture_putmessage(char msgtype, const char *s, size_t len)
 {
-	const char *channel;
-	const char *payload;
-	const char *end = s + len;
-	char	   *p;
-	long long	lo,
-				hi;
-
-	if (msgtype != 'A' || len < 6)
-		return 0;
-	channel = s + 4;
-	payload = memchr(channel, '\0', end - channel);
-	if (payload == NULL || ++payload >= end || memchr(payload, '\0', end - payload) == NULL)
-		return 0;
-	if (strcmp(channel, JOBFLOW_CHANNEL) != 0)
-		return 0;
-	if (strcmp(payload, "cron") == 0)
-	{
-		cron_changed = true;
-		return 0;
-	}
-
-	errno = 0;
-	lo = strtoll(payload, &p, 10);
-	if (errno != 0 || p == payload || *p != ' ')
-		return 0;
-	hi = strtoll(p + 1, &p, 10);
-	if (errno != 0 || *p != '\0' || hi < lo)
-		return 0;
-
-	if (nranges > 0 && range_lo[nranges - 1] == lo && range_hi[nranges - 1] == hi)
-		return 0;
-	/* anyone may NOTIFY: a wide range is not worth its index scan */
-	if (nranges >= MAX_PENDING_RANGES ||
-		(uint64) hi - (uint64) lo >= (uint64) MAX_RANGE_WIDTH)
-	{
-		ranges_overflowed = true;
-		return 0;
-	}
-	range_lo[nranges] = lo;
-	range_hi[nranges] = hi;
-	nranges++;
 	return 0;
 }
 
@@ -204,19 +175,21 @@ feed_listen(void)
  * beyond the wheel's reach stays in the table for a later horizon scan.
  */
 void
-feed_upsert(WorkerState *ws, int64 id, int64 due_ms)
+feed_upsert(WorkerState *ws, int64 id, int64 due_ms, uint32 queue)
 {
 	bool		found;
 	TaskMapEntry *e = taskmap_insert(ws->map, id, &found);
 	uint32		handle;
 	JfWheelStatus st;
 
-	if (found)
+	if (found && !e->parked)
 		(void) jf_wheel_cancel(ws->wheel, e->handle, (uint64) id);
 	st = jf_wheel_insert(ws->wheel, (uint64) id, due_ms, &handle);
 	if (st == JF_WHEEL_OK)
 	{
 		e->handle = handle;
+		e->queue = queue;
+		e->parked = false;
 		return;
 	}
 	taskmap_delete_item(ws->map, e);
@@ -226,11 +199,114 @@ feed_upsert(WorkerState *ws, int64 id, int64 due_ms)
 				 errmsg("jobflow time wheel is out of memory")));
 }
 
-/* The task's entry fired: its handle is no longer ours. */
-void
-feed_forget(WorkerState *ws, int64 id)
+/*
+ * The task's wheel entry fell due: park it in its fair-share queue until
+ * there is a place for it.  It stays in the map, marked parked, so loads
+ * leave it alone unless it was rescheduled.
+ */
+bool
+feed_park(WorkerState *ws, int64 id)
 {
-	taskmap_delete(ws->map, id);
+	TaskMapEntry *e = taskmap_lookup(ws->map, id);
+
+	if (e == NULL || e->parked)
+		return false;
+	if (!jf_fair_push(ws->fair, e->queue, (uint64) id))
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory parking due jobflow tasks")));
+	e->parked = true;
+	return true;
+}
+
+/*
+ * jf_fair_pick's question for each parked id: is it still parked (not
+ * moved back into the wheel by a reschedule, not taken already)?  Taking
+ * it removes it from the map: from here on the claim decides.
+ */
+bool
+feed_take(uint64 id, void *arg)
+{
+	WorkerState *ws = (WorkerState *) arg;
+	TaskMapEntry *e = taskmap_lookup(ws->map, (int64) id);
+
+	if (e == NULL || !e->parked)
+		return false;
+	taskmap_delete_item(ws->map, e);
+	return true;
+}
+
+/* The (owner, origin) queue of a loaded row (columns as LOAD_COLUMNS). */
+static uint32
+row_queue(WorkerState *ws, HeapTuple tup, TupleDesc desc)
+{
+	bool		isnull;
+	Oid			owner = DatumGetObjectId(SPI_getbinval(tup, desc, 3, &isnull));
+	char	   *url = TextDatumGetCString(SPI_getbinval(tup, desc, 4, &isnull));
+	uint32		queue = jf_fair_queue(ws->fair, owner, url);
+
+	pfree(url);
+	if (queue == UINT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory queueing jobflow tasks by host")));
+	return queue;
+}
+
+/*
+ * Put one loaded row in the wheel.  A task already in the wheel at its
+ * run_at is left alone (rescans must not churn entries), and so is one
+ * parked while it is still due; one whose run_at moved, announced or not,
+ * gets its entry moved.
+ */
+static void
+load_tuple(WorkerState *ws, HeapTuple tup, TupleDesc desc, int64 now_ms)
+{
+	bool		isnull;
+	int64		id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+	TimestampTz run_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 2, &isnull));
+	int64		due = jf_ts_to_due_ms(run_at);
+	TaskMapEntry *e = taskmap_lookup(ws->map, id);
+
+	if (e != NULL &&
+		(e->parked ? due <= now_ms : jf_wheel_due(ws->wheel, e->handle, (uint64) id) == due))
+		return;
+	feed_upsert(ws, id, due, row_queue(ws, tup, desc));
+}
+
+/*
+ * Picked tasks that the claim did not take: cancelled or rescheduled ones
+ * are simply gone, but one whose row another transaction holds (SKIP
+ * LOCKED) is still pending and due, and goes back into the wheel for a
+ * little later, so that no rescan is needed to find it.  Inside the
+ * claim's transaction.
+ */
+void
+feed_recheck(WorkerState *ws, Datum ids, int64 now_ms)
+{
+	Oid			types[1] = {INT8ARRAYOID};
+	Datum		values[1] = {ids};
+	uint64		i;
+	int			ret;
+
+	ret = SPI_execute_with_args("SELECT " LOAD_COLUMNS " FROM jobflow.tasks t"
+								" WHERE t.id = ANY($1) AND t.state = 'pending'",
+								1, types, values, NULL, true, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "recheck of unclaimed tasks failed: %s", SPI_result_code_string(ret));
+	worker_count_statement(1);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		bool		isnull;
+		int64		id = DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
+		int64		due = jf_ts_to_due_ms(DatumGetTimestampTz(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull)));
+
+		if (taskmap_lookup(ws->map, id) != NULL)
+			continue;
+		feed_upsert(ws, id, Max(due, now_ms + LOCKED_RETRY_MS),
+					row_queue(ws, tup, SPI_tuptable->tupdesc));
+	}
 }
 
 uint64
@@ -240,16 +316,15 @@ feed_map_memory(WorkerState *ws)
 }
 
 /*
- * Run a query returning (id bigint, run_at timestamptz) through a cursor
- * and put each row in the wheel.  A task already in the wheel at its
- * run_at is left alone (rescans must not churn entries); one whose run_at
- * moved, announced or not, gets its entry moved.
+ * Run a query returning LOAD_COLUMNS through a cursor and put each row in
+ * the wheel (load_tuple).
  */
 static void
 load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
 		  Datum *values)
 {
 	Portal		portal;
+	int64		now_ms = jf_now_ms();
 
 	portal = SPI_cursor_open_with_args(NULL, sql, nargs, types, values,
 									   NULL, true, CURSOR_OPT_NO_SCROLL);
@@ -261,21 +336,7 @@ load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
 		if (SPI_processed == 0)
 			break;
 		for (i = 0; i < SPI_processed; i++)
-		{
-			HeapTuple	tup = SPI_tuptable->vals[i];
-			TupleDesc	desc = SPI_tuptable->tupdesc;
-			bool		isnull;
-			int64		id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-			TimestampTz run_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 2, &isnull));
-
-			int64		due = jf_ts_to_due_ms(run_at);
-			TaskMapEntry *e;
-
-			if ((e = taskmap_lookup(ws->map, id)) != NULL &&
-				jf_wheel_due(ws->wheel, e->handle, (uint64) id) == due)
-				continue;
-			feed_upsert(ws, id, due);
-		}
+			load_tuple(ws, SPI_tuptable->vals[i], SPI_tuptable->tupdesc, now_ms);
 		SPI_freetuptable(SPI_tuptable);
 	}
 	SPI_cursor_close(portal);
@@ -361,20 +422,14 @@ materialize_cron(WorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
 
 	values[0] = TimestampTzGetDatum(jf_ms_to_ts(Min(until_ms, now_ms + lookahead)));
 	values[1] = BoolGetDatum(catch_up);
-	ret = SPI_execute_with_args("SELECT id, run_at FROM jobflow._materialize_cron($1, $2)",
+	ret = SPI_execute_with_args("SELECT " LOAD_COLUMNS
+								"  FROM jobflow._materialize_cron($1, $2) m"
+								"  JOIN jobflow.tasks t ON t.id = m.id",
 								2, types, values, NULL, false, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "materialising cron timers failed: %s", SPI_result_code_string(ret));
 	for (i = 0; i < SPI_processed; i++)
-	{
-		bool		isnull;
-		int64		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
-													 SPI_tuptable->tupdesc, 1, &isnull));
-		TimestampTz run_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[i],
-															   SPI_tuptable->tupdesc, 2, &isnull));
-
-		feed_upsert(ws, id, jf_ts_to_due_ms(run_at));
-	}
+		load_tuple(ws, SPI_tuptable->vals[i], SPI_tuptable->tupdesc, now_ms);
 	SPI_freetuptable(SPI_tuptable);
 	worker_count_statement(1);
 }
@@ -447,8 +502,8 @@ merge_ranges(void)
 }
 
 /*
- * Drain the notification queue and load the rows it names.  Called
- * outside any transaction after each wake-up.
+ * Drain the notification queue: a wake-up, nothing more.  Called outside
+ * any transaction after each wake-up.
  */
 void
 feed_process_notifications(WorkerState *ws)
@@ -456,9 +511,6 @@ feed_process_notifications(WorkerState *ws)
 	const PQcommMethods *saved_methods = PqCommMethods;
 	CommandDest saved_dest = whereToSendOutput;
 
-	nranges = 0;
-	ranges_overflowed = false;
-	cron_changed = false;
 	PqCommMethods = &capture_methods;
 	whereToSendOutput = DestRemote;
 	PG_TRY();
@@ -471,6 +523,43 @@ feed_process_notifications(WorkerState *ws)
 		whereToSendOutput = saved_dest;
 	}
 	PG_END_TRY();
+}
+
+/*
+ * Take what committed transactions published for this database and load
+ * the rows it names.  No wake-up waiting: no statement.  Called outside
+ * any transaction, every turn.
+ */
+void
+feed_take_wakeups(WorkerState *ws)
+{
+	int			i;
+
+	nranges = 0;
+	ranges_overflowed = false;
+	cron_changed = false;
+	SpinLockAcquire(&jobflow_shared->wake_mutex);
+	for (i = 0; i < jobflow_shared->nwake; i++)
+	{
+		JfWakeRange *r = &jobflow_shared->wake[i];
+
+		if (r->dboid != MyDatabaseId)
+			continue;
+		if ((uint64) r->hi - (uint64) r->lo >= (uint64) MAX_RANGE_WIDTH)
+			ranges_overflowed = true;
+		else
+		{
+			range_lo[nranges] = r->lo;
+			range_hi[nranges] = r->hi;
+			nranges++;
+		}
+	}
+	jobflow_shared->nwake = 0;
+	ranges_overflowed |= jobflow_shared->wake_overflowed;
+	jobflow_shared->wake_overflowed = false;
+	cron_changed = jobflow_shared->wake_cron;
+	jobflow_shared->wake_cron = false;
+	SpinLockRelease(&jobflow_shared->wake_mutex);
 
 	if (cron_changed && ws->loaded_until_ms != PG_INT64_MIN)
 	{
@@ -507,7 +596,7 @@ feed_process_notifications(WorkerState *ws)
 		values[1] = PointerGetDatum(construct_array(hi, nranges, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 		values[2] = TimestampTzGetDatum(jf_ms_to_ts(ws->loaded_until_ms));
 		load_rows(ws,
-				  "SELECT t.id, t.run_at"
+				  "SELECT " LOAD_COLUMNS
 				  "  FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::bigint[])) AS r(lo, hi)"
 				  "  JOIN jobflow.tasks t ON t.id BETWEEN r.lo AND r.hi"
 				  " WHERE t.state = 'pending' AND t.run_at < $3",
@@ -530,8 +619,9 @@ feed_housekeeping(WorkerState *ws, int64 now_ms)
 {
 	int64		new_until = now_ms + (int64) jobflow_horizon_s * 1000;
 	int64		recheck_until = now_ms + 2 * (int64) jobflow_reconcile_ms;
-	Oid			types[3] = {TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-	Datum		values[3];
+	Oid			types[4] = {TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum		values[4];
+	bool		rescued = false;
 
 	if (new_until < ws->loaded_until_ms)
 		new_until = ws->loaded_until_ms;	/* jobflow.horizon was lowered */
@@ -548,6 +638,7 @@ feed_housekeeping(WorkerState *ws, int64 now_ms)
 		{
 			feed_rescue_running(ws, orphans, norphans);
 			log_writer_forget_orphans(norphans);
+			rescued = true;
 		}
 	}
 
@@ -558,19 +649,32 @@ feed_housekeeping(WorkerState *ws, int64 now_ms)
 	{
 		/* everything: at start in due order, the wheel's cheapest case */
 		load_rows(ws,
-				  "SELECT id, run_at FROM jobflow.tasks"
-				  " WHERE state = 'pending' AND run_at < $1 ORDER BY run_at",
+				  "SELECT " LOAD_COLUMNS " FROM jobflow.tasks t"
+				  " WHERE t.state = 'pending' AND t.run_at < $1 ORDER BY t.run_at",
 				  1, types, values);
 	}
 	else
 	{
+		/*
+		 * Overdue tasks the wheel does not hold come from dropped wake-ups,
+		 * errors and rescues (which ask for a full rescan) or from prepared
+		 * transactions committed late (caught by the periodic full one):
+		 * otherwise the rescan need not re-read an overdue backlog that
+		 * sits parked in memory, an interval after interval.
+		 */
+		bool		full = ws->rescan_soon || rescued || now_ms >= ws->next_full_rescan_ms;
+
 		values[1] = TimestampTzGetDatum(jf_ms_to_ts(ws->loaded_until_ms));
 		values[2] = TimestampTzGetDatum(jf_ms_to_ts(recheck_until));
+		values[3] = full ? TimestampTzGetDatum(DT_NOBEGIN) :
+			TimestampTzGetDatum(jf_ms_to_ts(now_ms - 2 * (int64) jobflow_reconcile_ms));
+		if (full)
+			ws->next_full_rescan_ms = now_ms + FULL_RESCAN_EVERY * (int64) jobflow_reconcile_ms;
 		load_rows(ws,
-				  "SELECT id, run_at FROM jobflow.tasks"
-				  " WHERE state = 'pending' AND run_at < $1"
-				  "   AND (run_at >= $2 OR run_at < $3)",
-				  3, types, values);
+				  "SELECT " LOAD_COLUMNS " FROM jobflow.tasks t"
+				  " WHERE t.state = 'pending' AND t.run_at < $1"
+				  "   AND (t.run_at >= $2 OR (t.run_at < $3 AND t.run_at >= $4))",
+				  4, types, values);
 	}
 	jf_xact_commit();
 

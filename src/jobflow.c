@@ -32,8 +32,9 @@ char	   *jobflow_database_name = NULL;
 int			jobflow_horizon_s = 3600;
 int			jobflow_max_body_size = 1024 * 1024;
 int			jobflow_max_headers_size = 16 * 1024;
-int			jobflow_max_concurrent = 512;
+int			jobflow_max_concurrent = 4096;
 int			jobflow_max_per_host = 64;
+int			jobflow_max_per_owner = 1024;
 int			jobflow_max_response_size = 4096;
 int			jobflow_max_redirects = 3;
 int			jobflow_log_batch_size = 500;
@@ -131,11 +132,17 @@ jobflow_define_gucs(void)
 							PGC_SUSET, GUC_UNIT_BYTE, NULL, NULL, NULL);
 	DefineCustomIntVariable("jobflow.max_concurrent_requests",
 							"Most HTTP requests the worker has in flight at once.",
-							NULL, &jobflow_max_concurrent, 512, 1, 65536,
+							"Each costs a socket and some memory only: sized for thousands, so that slow hosts leave room for the others.",
+							&jobflow_max_concurrent, 4096, 1, 65536,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("jobflow.max_requests_per_host",
 							"Most HTTP requests in flight to one host and port.",
 							NULL, &jobflow_max_per_host, 64, 1, 65536,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("jobflow.max_requests_per_owner",
+							"Most HTTP requests of one owner's tasks claimed and not finished.",
+							"Whatever the number of hosts a role sends to, the rest of jobflow.max_concurrent_requests stays free for other roles.",
+							&jobflow_max_per_owner, 1024, 1, 65536,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("jobflow.max_response_size",
 							"How much of each response body is kept in the task log.",
@@ -211,11 +218,51 @@ jobflow_shmem_startup(void)
 
 		memset(jobflow_shared, 0, sizeof(JobflowShared));
 		SpinLockInit(&jobflow_shared->mutex);
+		SpinLockInit(&jobflow_shared->wake_mutex);
 		for (c = &jobflow_shared->horizon_end_ms;
 			 c <= &jobflow_shared->statements; c++)
 			pg_atomic_init_u64(c, 0);
 	}
 	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Hand the worker what a committed transaction needs it to load, and wake
+ * it.  Runs in the commit callback, after the commit is visible: nothing
+ * here may fail, so a full ring only says "rescan".
+ */
+void
+jobflow_publish_wake(const int64 *lo, const int64 *hi, int n, bool cron)
+{
+	Latch	   *latch;
+	int			i;
+
+	if (jobflow_shared == NULL)
+		return;
+	SpinLockAcquire(&jobflow_shared->wake_mutex);
+	for (i = 0; i < n; i++)
+	{
+		JfWakeRange *r;
+
+		if (jobflow_shared->nwake >= JF_WAKE_RING)
+		{
+			jobflow_shared->wake_overflowed = true;
+			break;
+		}
+		r = &jobflow_shared->wake[jobflow_shared->nwake++];
+		r->dboid = MyDatabaseId;
+		r->lo = lo[i];
+		r->hi = hi[i];
+	}
+	if (cron)
+		jobflow_shared->wake_cron = true;
+	SpinLockRelease(&jobflow_shared->wake_mutex);
+
+	SpinLockAcquire(&jobflow_shared->mutex);
+	latch = jobflow_shared->worker_latch;
+	SpinLockRelease(&jobflow_shared->mutex);
+	if (latch != NULL)
+		SetLatch(latch);
 }
 
 /*

@@ -29,6 +29,7 @@ extern int	jobflow_max_body_size;
 extern int	jobflow_max_headers_size;
 extern int	jobflow_max_concurrent;
 extern int	jobflow_max_per_host;
+extern int	jobflow_max_per_owner;
 extern int	jobflow_max_response_size;
 extern int	jobflow_max_redirects;
 extern int	jobflow_log_batch_size;
@@ -47,6 +48,16 @@ extern char *jobflow_deny_networks;
  * are atomics written by the worker alone; readers tolerate torn snapshots
  * across fields.
  */
+/* id ranges of committed tasks waiting for the worker to load them */
+#define JF_WAKE_RING 1024
+
+typedef struct JfWakeRange
+{
+	Oid			dboid;
+	int64		lo;
+	int64		hi;
+} JfWakeRange;
+
 typedef struct JobflowShared
 {
 	slock_t		mutex;			/* protects worker_pid and latch */
@@ -68,12 +79,26 @@ typedef struct JobflowShared
 	pg_atomic_uint64 flushes;
 	pg_atomic_uint64 flushed_rows;
 	pg_atomic_uint64 statements;
+
+	/*
+	 * Wake-ups: written at commit by the transactions whose tasks the
+	 * worker must load (task_check.c), read by the worker.  Only a backend
+	 * that wrote tasks or timers can put anything here, so, unlike a
+	 * NOTIFY payload, nothing here can be forged by a role without grants.
+	 */
+	slock_t		wake_mutex;
+	int			nwake;
+	bool		wake_overflowed;	/* ranges were lost: rescan */
+	bool		wake_cron;		/* a cron timer changed */
+	JfWakeRange wake[JF_WAKE_RING];
 } JobflowShared;
 
 extern JobflowShared *jobflow_shared;
 
 /* jobflow.c: the due time before which new tasks must wake the worker */
 extern TimestampTz jobflow_notify_before(void);
+extern void jobflow_publish_wake(const int64 *lo, const int64 *hi, int n,
+								 bool cron);
 
 /* true in the jobflow worker process only (worker.c) */
 extern bool jobflow_am_worker;

@@ -21,7 +21,6 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
-#include "commands/async.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -670,7 +669,10 @@ jobflow_task_check(PG_FUNCTION_ARGS)
  * the worker is decided by the pre-commit callback, against the notify
  * window in force at commit rather than at the statement, so a transaction
  * that stays open for a while still wakes the worker when its tasks have
- * become due soon (or overdue) by the time they become visible.
+ * become due soon (or overdue) by the time they become visible.  The ranges
+ * that must wake it go to the worker through shared memory once the commit
+ * is visible (jobflow_publish_wake), not as NOTIFY payloads, which any role
+ * could forge.
  */
 typedef struct Announcement
 {
@@ -682,6 +684,10 @@ typedef struct Announcement
 static Announcement *announcements = NULL;	/* in TopTransactionContext */
 static int	nannouncements = 0;
 static int	maxannouncements = 0;
+static int64 *wake_lo = NULL;	/* decided at pre-commit, published at commit */
+static int64 *wake_hi = NULL;
+static int	nwake = 0;
+static bool cron_changed = false;	/* a cron timer was written */
 static bool callback_registered = false;
 
 static void
@@ -693,27 +699,61 @@ announce_at_commit(XactEvent event, void *arg)
 	{
 		TimestampTz before = jobflow_notify_before();
 
+		wake_lo = MemoryContextAlloc(TopTransactionContext, sizeof(int64) * nannouncements);
+		wake_hi = MemoryContextAlloc(TopTransactionContext, sizeof(int64) * nannouncements);
 		for (i = 0; i < nannouncements; i++)
 		{
-			char		payload[64];
-
 			if (announcements[i].min_run_at >= before)
 				continue;
-			snprintf(payload, sizeof(payload), INT64_FORMAT " " INT64_FORMAT,
-					 announcements[i].min_id, announcements[i].max_id);
-			/* queued before PreCommit_Notify, which runs after this callback */
-			Async_Notify(JOBFLOW_CHANNEL, payload);
+			wake_lo[nwake] = announcements[i].min_id;
+			wake_hi[nwake] = announcements[i].max_id;
+			nwake++;
 		}
 	}
-	if (event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PRE_PREPARE ||
-		event == XACT_EVENT_ABORT || event == XACT_EVENT_COMMIT ||
-		event == XACT_EVENT_PARALLEL_ABORT)
+	if (event == XACT_EVENT_COMMIT && (nwake > 0 || cron_changed))
+		jobflow_publish_wake(wake_lo, wake_hi, nwake, cron_changed);
+	if (event == XACT_EVENT_PRE_PREPARE || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
 	{
-		/* the array lives in TopTransactionContext and goes with it */
+		/* the arrays live in TopTransactionContext and go with it */
 		announcements = NULL;
 		nannouncements = 0;
 		maxannouncements = 0;
+		wake_lo = wake_hi = NULL;
+		nwake = 0;
+		cron_changed = false;
 	}
+}
+
+static void
+register_callback(void)
+{
+	if (!callback_registered)
+	{
+		RegisterXactCallback(announce_at_commit, NULL);
+		callback_registered = true;
+	}
+}
+
+/*
+ * AFTER statement trigger of jobflow.cron_timers: at commit, the worker
+ * materialises the changed timers' occurrences.
+ */
+PG_FUNCTION_INFO_V1(jobflow_cron_wake);
+Datum
+jobflow_cron_wake(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("jobflow._cron_notify() must be fired by a trigger after each statement")));
+	register_callback();
+	cron_changed = true;
+	return PointerGetDatum(NULL);
 }
 
 /*
@@ -736,11 +776,7 @@ jobflow_notify_worker(PG_FUNCTION_ARGS)
 
 	if (announce.any && announce.lxid == MyProc->lxid)
 	{
-		if (!callback_registered)
-		{
-			RegisterXactCallback(announce_at_commit, NULL);
-			callback_registered = true;
-		}
+		register_callback();
 		if (nannouncements == maxannouncements)
 		{
 			maxannouncements = Max(8, maxannouncements * 2);

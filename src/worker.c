@@ -47,6 +47,8 @@
 #define RESCAN_SOON_MS 100
 /* errors in a row after which the worker exits and is restarted */
 #define MAX_CONSECUTIVE_ERRORS 10
+/* longest the worker waits for a lock; lock timeouts never make it exit */
+#define LOCK_TIMEOUT "1s"
 
 static volatile int consecutive_errors = 0;
 
@@ -115,11 +117,13 @@ worker_publish_stats(WorkerState *ws)
 {
 	pg_atomic_write_u64(&jobflow_shared->wheel_tasks, jf_wheel_count(ws->wheel));
 	pg_atomic_write_u64(&jobflow_shared->wheel_bytes,
-						jf_wheel_memory(ws->wheel) + feed_map_memory(ws));
+						jf_wheel_memory(ws->wheel) + feed_map_memory(ws) +
+						(ws->fair ? jf_fair_memory(ws->fair) : 0));
 	if (ws->http != NULL)
 	{
 		pg_atomic_write_u64(&jobflow_shared->in_flight, jf_http_in_flight(ws->http));
-		pg_atomic_write_u64(&jobflow_shared->queued, jf_http_queued(ws->http));
+		pg_atomic_write_u64(&jobflow_shared->queued,
+							jf_http_queued(ws->http) + jf_fair_parked(ws->fair));
 	}
 }
 
@@ -271,7 +275,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 	while (!got_sigterm)
 	{
 		WaitEvent	ev;
-		bool		throttled;
+		bool		more_due;
 		int64		deadline;
 		long		timeout;
 		long		http_timeout;
@@ -285,9 +289,10 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		}
 		if (notifyInterruptPending)
 			feed_process_notifications(ws);
+		feed_take_wakeups(ws);
 
 		dispatch_collect(ws);
-		throttled = dispatch_due(ws, jf_now_ms());
+		more_due = dispatch_due(ws, jf_now_ms());
 		if (jf_now_ms() >= ws->next_housekeeping_ms ||
 			(ws->rescan_soon && jf_now_ms() >= ws->last_housekeeping_ms + RESCAN_SOON_MS))
 			feed_housekeeping(ws, jf_now_ms());
@@ -305,8 +310,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		deadline = Min(ws->next_housekeeping_ms, log_writer_deadline());
 		if (ws->rescan_soon)
 			deadline = Min(deadline, ws->last_housekeeping_ms + RESCAN_SOON_MS);
-		if (!throttled)
-			deadline = Min(deadline, jf_wheel_next_deadline(ws->wheel));
+		deadline = Min(deadline, more_due ? 0 : jf_wheel_next_deadline(ws->wheel));
 		timeout = ms_until(deadline);
 		http_timeout = jf_http_timeout_ms(ws->http);
 		if (http_timeout >= 0 && (timeout < 0 || http_timeout < timeout))
@@ -341,7 +345,14 @@ jobflow_worker_main(Datum main_arg)
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 	/* timeouts set per database or role would make the worker exit */
 	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("lock_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * Tenants cannot lock jobflow's tables against the worker (no grant
+	 * allows it, and claims skip locked rows), but an admin's DDL queued
+	 * behind a long transaction could still hold it up: waiting is bounded,
+	 * and the turn is tried again, while requests in flight go on.
+	 */
+	SetConfigOption("lock_timeout", LOCK_TIMEOUT, PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 
 	SpinLockAcquire(&jobflow_shared->mutex);
@@ -384,14 +395,19 @@ jobflow_worker_main(Datum main_arg)
 	 */
 	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
 	{
+		bool		lock_wait;
+
 		error_context_stack = NULL;
 		HOLD_INTERRUPTS();
 		EmitErrorReport();
+		lock_wait = geterrcode() == ERRCODE_LOCK_NOT_AVAILABLE;
 		AbortCurrentTransaction();
 		MemoryContextSwitchTo(TopMemoryContext);
 		FlushErrorState();
 		RESUME_INTERRUPTS();
-		if (++consecutive_errors > MAX_CONSECUTIVE_ERRORS)
+		if (ws.fair != NULL)
+			dispatch_recover(&ws);
+		if (!lock_wait && ++consecutive_errors > MAX_CONSECUTIVE_ERRORS)
 			proc_exit(1);
 		/* drained notifications or forgotten wheel entries may be lost */
 		ws.rescan_soon = true;

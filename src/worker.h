@@ -18,6 +18,7 @@
 #include "datatype/timestamp.h"
 #include "utils/timestamp.h"
 
+#include "fair.h"
 #include "http.h"
 #include "wheel.h"
 
@@ -59,6 +60,7 @@ typedef struct InFlight
 	int32		attempt;
 	int32		max_attempts;
 	Oid			owner;
+	uint32		queue;			/* its (owner, origin) queue in the fair share */
 	TimestampTz scheduled_at;
 } InFlight;
 
@@ -70,9 +72,11 @@ typedef struct WorkerState
 	JfWheel    *wheel;
 	struct taskmap_hash *map;	/* task id -> wheel handle */
 	JfHttp	   *http;
+	JfFair	   *fair;			/* due tasks parked per (owner, origin) */
 	int64		loaded_until_ms;	/* pending tasks due before are in the wheel */
 	int64		next_housekeeping_ms;
 	int64		last_housekeeping_ms;
+	int64		next_full_rescan_ms;	/* overdue tasks of any age rescanned */
 	bool		rescan_soon;	/* notifications were dropped: rescan early */
 	bool		stopping;		/* SIGTERM: claim nothing new */
 } WorkerState;
@@ -82,9 +86,12 @@ extern void feed_init(WorkerState *ws);
 extern void feed_listen(void);
 extern void feed_rescue_running(WorkerState *ws, int64 *ids, int n);
 extern void feed_process_notifications(WorkerState *ws);
+extern void feed_take_wakeups(WorkerState *ws);
 extern void feed_housekeeping(WorkerState *ws, int64 now_ms);
-extern void feed_upsert(WorkerState *ws, int64 id, int64 due_ms);
-extern void feed_forget(WorkerState *ws, int64 id);
+extern void feed_upsert(WorkerState *ws, int64 id, int64 due_ms, uint32 queue);
+extern bool feed_park(WorkerState *ws, int64 id);
+extern bool feed_take(uint64 id, void *arg);
+extern void feed_recheck(WorkerState *ws, Datum ids, int64 now_ms);
 extern uint64 feed_map_memory(WorkerState *ws);
 
 /* dispatch.c: due tasks -> claim -> HTTP -> outcomes */
@@ -93,6 +100,7 @@ extern void dispatch_reconfigure(WorkerState *ws);
 extern bool dispatch_due(WorkerState *ws, int64 now_ms);
 extern void dispatch_collect(WorkerState *ws);
 extern void dispatch_abandon(WorkerState *ws);
+extern void dispatch_recover(WorkerState *ws);
 
 /* log_writer.c: buffered, batched writes of outcomes */
 typedef enum TaskOutcome

@@ -11,6 +11,7 @@
 # Fixtures:
 #   receiver   session: the running receiver (Receiver below): url(),
 #              unique_url(), requests(), tagged(), reset(), wait_for().
+#   second_receiver  another receiver process, for one test.
 #   connect    factory: connect(autocommit=True) -> psycopg2 connection,
 #              closed when the test ends.
 #   db         one autocommit connection (connect()).
@@ -120,27 +121,48 @@ class Receiver:
             time.sleep(interval)
 
 
-@pytest.fixture(scope="session")
-def receiver(tmp_path_factory):
-    """Start test/receiver.py on 127.0.0.1 (free port); kill it at the end."""
-    port_file = tmp_path_factory.mktemp("receiver") / "port"
+def start_receiver(directory):
+    """Start test/receiver.py on 127.0.0.1 (free port), writing its port
+    file in directory; the caller kills rec.proc."""
+    port_file = directory / "port"
     proc = subprocess.Popen([sys.executable, RECEIVER, "--port", "0",
                              "--port-file", str(port_file)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 10
-    while not port_file.exists():
+    while not port_file.exists() or not port_file.read_text().strip():
         if proc.poll() is not None:
             pytest.exit("receiver exited: %s" % proc.stderr.read().decode(), returncode=2)
         if time.time() > deadline:
             proc.kill()
             pytest.exit("receiver did not write its port file", returncode=2)
         time.sleep(0.02)
-    rec = Receiver(proc, int(port_file.read_text().strip()))
+    return Receiver(proc, int(port_file.read_text().strip()))
+
+
+def _stop_receiver(rec):
+    rec.proc.kill()
+    rec.proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def receiver(tmp_path_factory):
+    """The receiver every test shares, for the whole session."""
+    rec = start_receiver(tmp_path_factory.mktemp("receiver"))
     try:
         yield rec
     finally:
-        proc.kill()
-        proc.wait(timeout=10)
+        _stop_receiver(rec)
+
+
+@pytest.fixture
+def second_receiver(tmp_path):
+    """Another receiver process, for one test: load sent there does not
+    slow down the shared one."""
+    rec = start_receiver(tmp_path)
+    try:
+        yield rec
+    finally:
+        _stop_receiver(rec)
 
 
 # -------------------------------------------------------------------------

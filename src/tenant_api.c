@@ -1,0 +1,87 @@
+/*-------------------------------------------------------------------------
+ *
+ * tenant_api.c
+ *	  What the API lets a tenant do that its grants alone do not.
+ *
+ * Tenants get no table-level DELETE on jobflow's tables: with it, LOCK
+ * TABLE ... IN ACCESS EXCLUSIVE MODE is theirs too (directly, or through a
+ * view of their own), and one open transaction would stop the worker for
+ * everyone.  Removing a timer therefore goes through this function, which
+ * checks as the caller, under row-level security, that the caller may
+ * change the timer, and only then deletes it as the table's owner.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "utils/syscache.h"
+
+#include "jobflow.h"
+
+static Oid
+relation_owner(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
+ * jobflow._delete_cron_timer(id bigint) RETURNS boolean: true when the
+ * caller's timer (or one it may manage) was deleted, with its pending
+ * occurrences cancelled.  The timer row stays locked from the check to
+ * the delete, so nothing can change hands in between.
+ */
+PG_FUNCTION_INFO_V1(jobflow_delete_cron_timer);
+Datum
+jobflow_delete_cron_timer(PG_FUNCTION_ARGS)
+{
+	int64		id = PG_GETARG_INT64(0);
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+	Oid			table;
+	Oid			save_userid;
+	int			save_sec_context;
+	bool		found;
+
+	table = RangeVarGetRelid(makeRangeVar("jobflow", "cron_timers", -1), NoLock, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	/* as the caller: row-level security decides which timers it may change */
+	if (SPI_execute_with_args("SELECT 1 FROM jobflow.cron_timers WHERE id = $1 FOR UPDATE",
+							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not check the cron timer");
+	found = SPI_processed > 0;
+
+	if (found)
+	{
+		GetUserIdAndSecContext(&save_userid, &save_sec_context);
+		SetUserIdAndSecContext(relation_owner(table),
+							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+							   SECURITY_RESTRICTED_OPERATION);
+		/* an error aborts the transaction, which restores the user */
+		if (SPI_execute_with_args("UPDATE jobflow.tasks SET state = 'cancelled'"
+								  " WHERE cron_id = $1 AND state = 'pending'",
+								  1, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
+			SPI_execute_with_args("DELETE FROM jobflow.cron_timers WHERE id = $1",
+								  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not delete the cron timer");
+		SetUserIdAndSecContext(save_userid, save_sec_context);
+	}
+	SPI_finish();
+	PG_RETURN_BOOL(found);
+}
