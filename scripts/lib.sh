@@ -75,7 +75,7 @@ cluster_start() {
 	local name=$1 port=$2
 	shift 2
 	if [ "$(id -u)" = 0 ]; then
-		CLUSTER_DIR=$(mktemp -d "/tmp/jobflow-$name.XXXXXX")
+		CLUSTER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/jobflow-$name.XXXXXX")
 		chown "$RUN_USER" "$CLUSTER_DIR"
 	else
 		CLUSTER_DIR="$REPO/.run/$name"
