@@ -617,6 +617,9 @@ def main():
         run_burst()
     if "big" in PHASES:
         run_big(idle_fresh)
+    if "isolation" in PHASES:
+        import isolation
+        isolation.run_isolation(sys.modules[__name__], int(os.environ.get("BENCH_ISO_SECONDS", "10")))
     with open(os.path.join(NGINX_DIR, "error.log")) as f:
         errs = f.read().splitlines()
     if errs:

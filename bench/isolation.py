@@ -1,0 +1,131 @@
+# -------------------------------------------------------------------------
+#
+# isolation.py
+#     The isolation phase of bench/dispatcher.py (BENCH_PHASES=isolation,
+#     or bench/isolation.sh): a victim role sends a steady 50 callbacks/s to
+#     nginx while another role (or the victim itself) brings slow hosts, a
+#     huge due set, an overdue backlog or locks; the victim's lateness at
+#     the receiver is printed per scenario next to the same run's baseline.
+#
+# Slow hosts are black holes: sockets on 127.0.0.1 that listen and never
+# accept, so requests there wait for their timeout (60 s).
+#
+# -------------------------------------------------------------------------
+
+import socket
+import time
+
+RATE = 50
+MODES = ["ACCESS EXCLUSIVE", "EXCLUSIVE", "SHARE ROW EXCLUSIVE", "SHARE",
+         "SHARE UPDATE EXCLUSIVE", "ROW EXCLUSIVE", "ROW SHARE", "ACCESS SHARE"]
+
+
+def black_holes(n):
+    socks = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind(("127.0.0.1", 0))
+        s.listen(4096)
+        socks.append(s)
+    return socks
+
+
+def run_isolation(b, seconds):
+    """b: the dispatcher module (connect, q, q1, access, lateness_row, ...)."""
+    for r in ("jf_bench_tenant", "jf_bench_victim"):
+        b.q("DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '%s')"
+            " THEN CREATE ROLE %s; END IF; END$$" % (r, r))
+        b.q("GRANT jobflow_user TO %s" % r)
+
+    def flood(role, urls, per, timeout_ms=60000, due="now()"):
+        conn = b.connect()
+        cur = conn.cursor()
+        cur.execute("SET ROLE %s" % role)
+        cur.execute("INSERT INTO jobflow.tasks (url, run_at, timeout_ms, max_attempts)"
+                    " SELECT u, " + due + ", %s, 1 FROM unnest(%s::text[]) u,"
+                    " generate_series(1, %s)", (timeout_ms, urls, per))
+        conn.close()
+
+    def victim(tag):
+        n = RATE * seconds
+        step = 1000 // RATE
+        conn = b.connect()
+        cur = conn.cursor()
+        cur.execute("SET ROLE jf_bench_victim")
+        base = b.now_ms() + 2000
+        cur.execute("INSERT INTO jobflow.tasks (url, run_at)"
+                    " SELECT " + b.url_sql(tag, "%(base)s + i * %(step)s") + ","
+                    "        pg_catalog.to_timestamp((%(base)s + i * %(step)s) / 1000.0)"
+                    "   FROM generate_series(0, %(n)s - 1) i", {"base": base, "step": step, "n": n})
+        conn.close()
+        time.sleep(max(0, (base + n * step - b.now_ms()) / 1000.0) + 1.0)
+        return n, b.access.wait(tag, n, 15)
+
+    def holes_scenario(count, per, role):
+        def setup():
+            socks = black_holes(count)
+            flood(role, ["http://127.0.0.1:%d/slow" % s.getsockname()[1] for s in socks], per)
+            time.sleep(1.0)
+            return socks
+        return setup
+
+    def backlog():
+        flood("jf_bench_tenant", ["http://localhost:%d/backlog" % b.PORT], 200000,
+              timeout_ms=30000, due="now() - interval '1 hour'")
+        return []
+
+    def locks():
+        conn = b.connect()
+        conn.autocommit = False
+        cur = conn.cursor()
+        cur.execute("SET ROLE jf_bench_tenant")
+        cur.execute("SELECT jobflow.schedule('http://127.0.0.1:%d/x', run_at => now() + interval '1 day')"
+                    % b.PORT)
+        rels = [r[0] for r in b.q("SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c"
+                                  " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                                  " WHERE n.nspname = 'jobflow' AND c.relkind IN ('r', 'p', 'v')")]
+        held = []
+        for rel in rels:
+            for mode in MODES:
+                cur.execute("SAVEPOINT s")
+                try:
+                    cur.execute("LOCK TABLE %s IN %s MODE" % (rel, mode))
+                    held.append("%s %s" % (rel.split(".")[1], mode.lower()))
+                    cur.execute("RELEASE SAVEPOINT s")
+                    break
+                except Exception:
+                    cur.execute("ROLLBACK TO SAVEPOINT s")
+        cur.execute("SELECT id FROM jobflow.tasks FOR UPDATE")
+        b.progress("tenant holds: %s" % ", ".join(held))
+        return [conn]
+
+    scenarios = [
+        ("baseline", None),
+        ("a: 10 slow ports, other tenant", holes_scenario(10, 100, "jf_bench_tenant")),
+        ("b: 10 slow ports, same tenant", holes_scenario(10, 100, "jf_bench_victim")),
+        ("c: 1 slow host, 20,000 due", holes_scenario(1, 20000, "jf_bench_tenant")),
+        ("d: 200,000 overdue, one host", backlog),
+        ("e: tenant locks every relation", locks),
+    ]
+    rows = []
+    for i, (name, setup) in enumerate(scenarios):
+        b.progress("isolation %s: victim %d/s for %d s" % (name, RATE, seconds))
+        held = setup() if setup else []
+        st = b.status()
+        n, entries = victim("iso%d" % i)
+        rows.append(b.lateness_row(name, n, entries, [st["in_flight"], st["queued"]]))
+        for h in held:
+            if isinstance(h, socket.socket):
+                h.close()
+            else:
+                h.rollback()
+                h.close()
+        b.q("UPDATE jobflow.tasks SET state = 'cancelled' WHERE state = 'pending'"
+            " AND owner::text IN ('jf_bench_tenant', 'jf_bench_victim')")
+        time.sleep(2.0)
+    b.table("6. Isolation: the victim's lateness at the receiver (ms), %d/s for %d s" % (RATE, seconds),
+            ["scenario", "tasks", "arrived", "distinct", "p50", "p90", "p99", "max",
+             "early", "conns", "in flight", "queued"], rows,
+            ["in flight / queued: worker_status() when the victim's run started"
+             " (queued counts due tasks parked per host)",
+             "the same run's baseline is the first row"])
