@@ -8,6 +8,11 @@
  * handle is set up when it starts, curl's data callbacks fill in its
  * result, and when it ends it moves to the dispatcher's result FIFO.
  *
+ * Before each request goes out, on a new or a reused connection, a
+ * pre-request callback checks the connection's address again, refuses
+ * libcurl's own re-sends of a request that got no answer, and keeps
+ * redirects within the task's origin (prereq_cb).
+ *
  * The result lives inside the request struct, so finishing needs no
  * allocation and cannot be lost to OOM.  Easy handles are recycled
  * through a small pool.  URL credentials are kept only to scrub them from
