@@ -64,6 +64,7 @@ http_config(void)
 	cfg.user_agent = "jobflow/" JOBFLOW_VERSION;
 	cfg.proxy = NULL;
 	cfg.deny_networks = jobflow_deny_networks;
+	cfg.follow_cross_origin = jobflow_follow_cross_origin_redirects;
 	return cfg;
 }
 
@@ -476,13 +477,32 @@ retry_delay_ms(int attempt, int64 retry_after_ms)
 	return Max(delay, 2 * (int64) jobflow_log_flush_ms);
 }
 
+/*
+ * What the README promises: connection errors (an answerless closed
+ * connection and transport failures included), timeouts, 408, 429 and
+ * 5xx are retried; a refused address and a redirect not followed (too
+ * many, another scheme or origin) are final, as retrying cannot change
+ * them.  A request that may have been delivered is retried as a new
+ * attempt, never re-sent under the old number.
+ */
 static bool
 retryable(const JfHttpResult *r)
 {
-	if (r->error_kind == JF_HTTP_OK)
-		return r->http_status == 408 || r->http_status == 429 ||
-			(r->http_status >= 500 && r->http_status <= 599);
-	return r->error_kind != JF_HTTP_INVALID;
+	switch ((JfHttpErrorKind) r->error_kind)
+	{
+		case JF_HTTP_OK:
+			return r->http_status == 408 || r->http_status == 429 ||
+				(r->http_status >= 500 && r->http_status <= 599);
+		case JF_HTTP_CONNECT:
+		case JF_HTTP_TIMEOUT:
+		case JF_HTTP_NO_ANSWER:
+		case JF_HTTP_OTHER:
+			return true;
+		case JF_HTTP_INVALID:
+		case JF_HTTP_REDIRECT:
+			return false;
+	}
+	return false;
 }
 
 /* Turn one finished request into an outcome row (and maybe a retry). */

@@ -389,6 +389,7 @@ apply_config(JfHttp *h, const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 			   *proxy;
 	JfNet	   *deny;
 	int			ndeny;
+	struct curl_slist *resolve;
 
 	if (!jf_http_parse_networks(cfg->deny_networks, &deny, &ndeny, errbuf, errlen))
 		return false;
@@ -405,9 +406,28 @@ apply_config(JfHttp *h, const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 		set_err(errbuf, errlen, "out of memory");
 		return false;
 	}
+	resolve = NULL;
+	for (int i = 0; cfg->resolve && cfg->resolve[i]; i++)
+	{
+		struct curl_slist *n = curl_slist_append(resolve, cfg->resolve[i]);
+
+		if (n == NULL)
+		{
+			curl_slist_free_all(resolve);
+			free(deny);
+			free(ua);
+			free(proxy);
+			set_err(errbuf, errlen, "out of memory");
+			return false;
+		}
+		resolve = n;
+	}
 	free(h->user_agent);
 	free(h->proxy);
 	free(h->deny);
+	curl_slist_free_all(h->resolve);
+	h->resolve = resolve;
+	h->follow_cross_origin = cfg->follow_cross_origin;
 	h->user_agent = ua;
 	h->proxy = proxy;
 	h->deny = deny;
@@ -521,5 +541,6 @@ jf_http_destroy(JfHttp *h)
 	free(h->user_agent);
 	free(h->proxy);
 	free(h->deny);
+	curl_slist_free_all(h->resolve);
 	free(h);
 }

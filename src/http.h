@@ -48,7 +48,14 @@ typedef enum JfHttpErrorKind
 								 * retrying cannot help */
 	JF_HTTP_CONNECT,			/* DNS failure, connection refused/unreachable */
 	JF_HTTP_TIMEOUT,			/* timeout_ms elapsed (any phase) */
-	JF_HTTP_OTHER				/* anything else: TLS, protocol, reset, OOM... */
+	JF_HTTP_OTHER,				/* anything else: TLS, protocol, reset, OOM... */
+	JF_HTTP_NO_ANSWER,			/* the request was sent but the connection
+								 * closed without a byte of answer: it may
+								 * have been delivered.  Never re-sent
+								 * within the same request. */
+	JF_HTTP_REDIRECT			/* a redirect not followed: too many, to
+								 * another scheme, or to another origin
+								 * while that is not allowed */
 } JfHttpErrorKind;
 
 typedef struct JfHttp JfHttp;
@@ -60,6 +67,11 @@ typedef struct JfHttpConfig
 	size_t		max_response_bytes; /* body excerpt kept; the rest is read
 									 * and discarded */
 	int			max_redirects;	/* 0 = do not follow redirects */
+	bool		follow_cross_origin;	/* follow redirects to another
+										 * scheme://host:port, sending only
+										 * jobflow's own headers and only if
+										 * the request has no body; false =
+										 * such a redirect is an error */
 	const char *user_agent;		/* e.g. "jobflow/0.1"; NULL = none */
 	const char *proxy;			/* NULL or "" = no proxy; proxy environment
 								 * variables are always ignored */
@@ -68,7 +80,15 @@ typedef struct JfHttpConfig
 								 * blanks, IPv4 or IPv6: connections to
 								 * them are refused, whatever the URL's
 								 * host name (checked at connect time, so
-								 * redirects and DNS answers are covered) */
+								 * redirects and DNS answers are covered,
+								 * and again before each request on a
+								 * reused connection).  Unspecified
+								 * addresses (0.0.0.0/8, ::) are always
+								 * refused, and IPv6 forms that carry an
+								 * IPv4 address are checked as that too */
+	const char *const *resolve; /* NULL, or NULL-terminated "host:port:addr"
+								 * entries (CURLOPT_RESOLVE): fixed answers
+								 * instead of DNS, for tests */
 } JfHttpConfig;
 
 typedef struct JfHttpRequest
@@ -118,6 +138,13 @@ extern void jf_http_global_cleanup(void);
 /* Whether list is a valid deny_networks value; if not, why in errbuf. */
 extern bool jf_http_check_networks(const char *list, char *errbuf,
 								   size_t errlen);
+
+/*
+ * Whether a connection to this numeric IPv4/IPv6 address would be refused
+ * under h's settings (deny_networks, unspecified addresses, IPv4 carried
+ * in IPv6); text that is not an address counts as refused.
+ */
+extern bool jf_http_address_denied(const JfHttp *h, const char *address);
 
 /* NULL on failure, with a message in errbuf. */
 extern JfHttp *jf_http_create(const JfHttpConfig *cfg, char *errbuf,

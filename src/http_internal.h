@@ -43,6 +43,15 @@ typedef struct JfNet
 	unsigned char addr[16];
 } JfNet;
 
+/* Why prereq_cb stopped a transfer (besides deny_networks). */
+typedef enum JfRefused
+{
+	JF_REFUSED_NONE = 0,
+	JF_REFUSED_RESEND,			/* curl's silent re-send after no answer */
+	JF_REFUSED_CROSS_ORIGIN,	/* a redirect to another origin */
+	JF_REFUSED_CROSS_ORIGIN_BODY	/* the same, allowed, but with a body */
+} JfRefused;
+
 typedef struct JfReq
 {
 	struct JfReq *next;			/* host FIFO, active list or result FIFO */
@@ -53,6 +62,8 @@ typedef struct JfReq
 	char	   *url;
 	const char *method;			/* static canonical name */
 	struct curl_slist *headers;
+	struct curl_slist *own_headers; /* jobflow's alone, for other origins */
+	char	   *origin;			/* scheme://host:port of url */
 	char	   *body;
 	size_t		body_len;
 	int			timeout_ms;
@@ -63,6 +74,9 @@ typedef struct JfReq
 	char		errbuf[CURL_ERROR_SIZE];
 	struct JfHttp *http;		/* for the connect-time address check */
 	bool		denied;			/* a connection was refused by deny_networks */
+	JfRefused	refused;		/* a request was refused by prereq_cb */
+	int			sends;			/* requests sent in this transfer so far */
+	bool		answered;		/* a response began since the last send */
 	JfHttpResult res;
 } JfReq;
 
@@ -74,6 +88,8 @@ struct JfHttp
 	int			max_per_host;
 	size_t		max_response_bytes;
 	int			max_redirects;
+	bool		follow_cross_origin;
+	struct curl_slist *resolve;	/* CURLOPT_RESOLVE entries, or NULL */
 	char	   *user_agent;
 	char	   *proxy;
 	bool		timer_set;

@@ -8,6 +8,11 @@
  * handle is set up when it starts, curl's data callbacks fill in its
  * result, and when it ends it moves to the dispatcher's result FIFO.
  *
+ * Before each request goes out, on a new or a reused connection, a
+ * pre-request callback checks the connection's address again, refuses
+ * libcurl's own re-sends of a request that got no answer, and keeps
+ * redirects within the task's origin (prereq_cb).
+ *
  * The result lives inside the request struct, so finishing needs no
  * allocation and cannot be lost to OOM.  Easy handles are recycled
  * through a small pool.  URL credentials are kept only to scrub them from
@@ -44,7 +49,9 @@ void
 jf_http_req_free(JfReq *r, bool with_result_body)
 {
 	free(r->url);
+	free(r->origin);
 	curl_slist_free_all(r->headers);
+	curl_slist_free_all(r->own_headers);
 	free(r->body);
 	free(r->secret_user);
 	free(r->secret_pass);
@@ -141,6 +148,8 @@ finish_req(JfHttp *h, JfReq *r)
 	r->body = NULL;
 	curl_slist_free_all(r->headers);
 	r->headers = NULL;
+	curl_slist_free_all(r->own_headers);
+	r->own_headers = NULL;
 	jf_http_req_done(h, r);
 }
 
@@ -268,32 +277,122 @@ prefix_match(const unsigned char *addr, const JfNet *net)
 	return ((addr[full] ^ net->addr[full]) & (0xFF << (8 - rest))) == 0;
 }
 
-/* IPv4-mapped IPv6 addresses are checked as the IPv4 address they carry. */
+/*
+ * The IPv4 addresses an IPv6 address carries, so that each is checked as
+ * itself: a packet to any of these forms ends up at (or is tunnelled to)
+ * that IPv4 host.  Recognised: IPv4-mapped ::ffff:0:0/96 (the kernel
+ * connects to the IPv4 address), SIIT's IPv4-translated ::ffff:0:0:0/96,
+ * IPv4-compatible ::/96 (deprecated; :: and ::1 are IPv6's own), NAT64's
+ * well-known prefix 64:ff9b::/96 (RFC 6052), 6to4 2002::/16 (the relay
+ * and the site's router at bits 16-47) and Teredo 2001:0::/32 (server at
+ * bits 32-63, client obfuscated in the last 32).  Network-specific NAT64
+ * prefixes cannot be recognised: list them in deny_networks.  Returns how
+ * many were stored in v4 (at most 2).
+ */
+static int
+embedded_ipv4(const unsigned char *a, unsigned char v4[2][4])
+{
+	static const unsigned char zero[12] = {0};
+	static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	static const unsigned char translated[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0};
+	static const unsigned char nat64[12] = {0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
+
+	if (memcmp(a, mapped, 12) == 0 || memcmp(a, translated, 12) == 0 ||
+		memcmp(a, nat64, 12) == 0)
+	{
+		memcpy(v4[0], a + 12, 4);
+		return 1;
+	}
+	if (memcmp(a, zero, 12) == 0)
+	{
+		/* :: is refused as unspecified, ::1 is IPv6 loopback itself */
+		if (a[12] == 0 && a[13] == 0 && a[14] == 0 && a[15] <= 1)
+			return 0;
+		memcpy(v4[0], a + 12, 4);
+		return 1;
+	}
+	if (a[0] == 0x20 && a[1] == 0x02)
+	{
+		memcpy(v4[0], a + 2, 4);
+		return 1;
+	}
+	if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0 && a[3] == 0)
+	{
+		memcpy(v4[0], a + 4, 4);
+		for (int i = 0; i < 4; i++)
+			v4[1][i] = a[12 + i] ^ 0xff;
+		return 2;
+	}
+	return 0;
+}
+
+/* Whether one IPv4 or IPv6 address (network byte order) is refused. */
+static bool
+raw_address_denied(const JfNet *deny, int ndeny, int family, const unsigned char *addr)
+{
+	static const unsigned char any6[16] = {0};
+	unsigned char v4[2][4];
+	int			nv4 = 0;
+
+	if (family == AF_INET)
+	{
+		memcpy(v4[0], addr, 4);
+		nv4 = 1;
+	}
+	else
+	{
+		if (memcmp(addr, any6, 16) == 0)
+			return true;		/* ::, unspecified: this host */
+		nv4 = embedded_ipv4(addr, v4);
+		for (int i = 0; i < ndeny; i++)
+			if (deny[i].family == AF_INET6 && prefix_match(addr, &deny[i]))
+				return true;
+	}
+	for (int k = 0; k < nv4; k++)
+	{
+		/* 0.0.0.0/8, "this network": connecting there reaches this host */
+		if (v4[k][0] == 0)
+			return true;
+		for (int i = 0; i < ndeny; i++)
+			if (deny[i].family == AF_INET && prefix_match(v4[k], &deny[i]))
+				return true;
+	}
+	return false;
+}
+
+/* A socket address, as curl hands it to the open-socket callback. */
 static bool
 address_denied(const JfHttp *h, const struct sockaddr *sa)
 {
-	const unsigned char *v4 = NULL;
-	const unsigned char *v6 = NULL;
-
 	if (sa->sa_family == AF_INET)
-		v4 = (const unsigned char *) &((const struct sockaddr_in *) sa)->sin_addr;
-	else if (sa->sa_family == AF_INET6)
-	{
-		const struct in6_addr *a = &((const struct sockaddr_in6 *) sa)->sin6_addr;
-
-		v6 = (const unsigned char *) a;
-		if (IN6_IS_ADDR_V4MAPPED(a))
-			v4 = v6 + 12;
-	}
-	for (int i = 0; i < h->ndeny; i++)
-	{
-		const JfNet *net = &h->deny[i];
-
-		if ((net->family == AF_INET && v4 && prefix_match(v4, net)) ||
-			(net->family == AF_INET6 && v6 && prefix_match(v6, net)))
-			return true;
-	}
+		return raw_address_denied(h->deny, h->ndeny, AF_INET,
+								  (const unsigned char *) &((const struct sockaddr_in *) sa)->sin_addr);
+	if (sa->sa_family == AF_INET6)
+		return raw_address_denied(h->deny, h->ndeny, AF_INET6,
+								  (const unsigned char *) &((const struct sockaddr_in6 *) sa)->sin6_addr);
 	return false;
+}
+
+/*
+ * A numeric address as text (curl's primary IP, or a caller's); anything
+ * that does not parse is refused, since it cannot be checked.
+ */
+static bool
+text_address_denied(const JfHttp *h, const char *text)
+{
+	unsigned char addr[16];
+
+	if (text != NULL && inet_pton(AF_INET, text, addr) == 1)
+		return raw_address_denied(h->deny, h->ndeny, AF_INET, addr);
+	if (text != NULL && inet_pton(AF_INET6, text, addr) == 1)
+		return raw_address_denied(h->deny, h->ndeny, AF_INET6, addr);
+	return true;
+}
+
+bool
+jf_http_address_denied(const JfHttp *h, const char *address)
+{
+	return text_address_denied(h, address);
 }
 
 /*
@@ -313,6 +412,123 @@ open_socket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *addres
 	return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
 }
 
+/*
+ * The origin (lower-case scheme://host:port, default port filled in) of
+ * url, malloc'd; NULL if it does not parse or on OOM.
+ */
+static char *
+url_origin(const char *url)
+{
+	CURLU	   *u = curl_url();
+	char	   *scheme = NULL,
+			   *host = NULL,
+			   *port = NULL,
+			   *key = NULL;
+
+	if (u != NULL && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+		curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+		curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+		curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK)
+	{
+		size_t		len = strlen(scheme) + strlen(host) + strlen(port) + 5;
+
+		key = malloc(len);
+		if (key != NULL)
+		{
+			snprintf(key, len, "%s://%s:%s", scheme, host, port);
+			for (char *p = key; *p; p++)
+				if (*p >= 'A' && *p <= 'Z')
+					*p += 'a' - 'A';
+		}
+	}
+	curl_free(scheme);
+	curl_free(host);
+	curl_free(port);
+	curl_url_cleanup(u);
+	return key;
+}
+
+/*
+ * A redirect hop is about to be sent: refuse it if it leaves the task's
+ * origin, unless allowed; then only jobflow's own headers go along, and
+ * a task with a body is not redirected at all (a 307/308 would re-send
+ * it).  Swapping the header list here works because curl reads it when
+ * it builds the request, right after this callback.
+ */
+static bool
+follow_allowed(JfReq *r)
+{
+	char	   *where = NULL;
+	char	   *origin;
+	bool		same;
+
+	if (curl_easy_getinfo(r->easy, CURLINFO_EFFECTIVE_URL, &where) != CURLE_OK || where == NULL)
+		return false;
+	origin = url_origin(where);
+	if (origin == NULL)
+		return false;
+	same = strcmp(origin, r->origin) == 0;
+	free(origin);
+	if (same)
+		return true;
+	if (!r->http->follow_cross_origin)
+	{
+		r->refused = JF_REFUSED_CROSS_ORIGIN;
+		return false;
+	}
+	if (r->body_len > 0)
+	{
+		r->refused = JF_REFUSED_CROSS_ORIGIN_BODY;
+		return false;
+	}
+	if (curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->own_headers) != CURLE_OK)
+		return false;
+	return true;
+}
+
+/*
+ * Called by curl right before each request goes out on a connection, new
+ * or reused, for the first request, each redirect hop and each of curl's
+ * own re-sends.  Three checks need that moment:
+ *
+ * - the connection's address against deny_networks, since a reused
+ *   connection never passes through open_socket_cb (a reload may have
+ *   denied it meanwhile);
+ * - curl re-sends a request, on a fresh connection, when a reused one
+ *   closed without a byte of answer (Curl_retry_request, up to 5 times):
+ *   the server may well have got it, so such a re-send is refused and the
+ *   transfer ends as JF_HTTP_NO_ANSWER, to be retried as a new attempt;
+ * - a redirect hop to another origin (follow_allowed).
+ */
+static int
+prereq_cb(void *clientp, char *primary_ip, char *local_ip, int primary_port, int local_port)
+{
+	JfReq	   *r = clientp;
+
+	(void) local_ip;
+	(void) primary_port;
+	(void) local_port;
+	if (text_address_denied(r->http, primary_ip))
+	{
+		r->denied = true;
+		return CURL_PREREQFUNC_ABORT;
+	}
+	if (r->sends > 0 && !r->answered)
+	{
+		r->refused = JF_REFUSED_RESEND;
+		return CURL_PREREQFUNC_ABORT;
+	}
+	if (r->sends > 0 && !follow_allowed(r))
+	{
+		if (r->refused == JF_REFUSED_NONE)
+			r->refused = JF_REFUSED_CROSS_ORIGIN;
+		return CURL_PREREQFUNC_ABORT;
+	}
+	r->sends++;
+	r->answered = false;
+	return CURL_PREREQFUNC_OK;
+}
+
 /* Turn a finished transfer's outcome into the result fields. */
 void
 jf_http_req_complete(JfHttp *h, JfReq *r, CURLcode rc)
@@ -324,9 +540,18 @@ jf_http_req_complete(JfHttp *h, JfReq *r, CURLcode rc)
 	r->res.curl_code = (int) rc;
 	if (rc == CURLE_OK)
 		r->res.error_kind = JF_HTTP_OK;
-	else if (r->denied && rc == CURLE_COULDNT_CONNECT)
+	else if (r->denied && (rc == CURLE_COULDNT_CONNECT || rc == CURLE_ABORTED_BY_CALLBACK))
 		jf_http_req_set_error(r, JF_HTTP_INVALID,
-							  "connection refused by jobflow: the host's address is in deny_networks");
+							  "connection refused by jobflow: the host's address is in deny_networks or unspecified");
+	else if (r->refused == JF_REFUSED_RESEND && rc == CURLE_ABORTED_BY_CALLBACK)
+		jf_http_req_set_error(r, JF_HTTP_NO_ANSWER,
+							  "connection closed without an answer after the request was sent (it may have been delivered)");
+	else if (r->refused == JF_REFUSED_CROSS_ORIGIN && rc == CURLE_ABORTED_BY_CALLBACK)
+		jf_http_req_set_error(r, JF_HTTP_REDIRECT,
+							  "redirect to another origin not followed (jobflow.follow_cross_origin_redirects is off)");
+	else if (r->refused == JF_REFUSED_CROSS_ORIGIN_BODY && rc == CURLE_ABORTED_BY_CALLBACK)
+		jf_http_req_set_error(r, JF_HTTP_REDIRECT,
+							  "redirect to another origin not followed: the request has a body");
 	else
 	{
 		int			kind;
@@ -340,6 +565,14 @@ jf_http_req_complete(JfHttp *h, JfReq *r, CURLcode rc)
 				break;
 			case CURLE_OPERATION_TIMEDOUT:
 				kind = JF_HTTP_TIMEOUT;
+				break;
+			case CURLE_GOT_NOTHING:
+				kind = JF_HTTP_NO_ANSWER;
+				break;
+			case CURLE_TOO_MANY_REDIRECTS:
+			case CURLE_UNSUPPORTED_PROTOCOL:
+				/* only a redirect can lead to another scheme */
+				kind = JF_HTTP_REDIRECT;
 				break;
 			default:
 				kind = JF_HTTP_OTHER;
@@ -443,6 +676,7 @@ header_cb(char *data, size_t size, size_t nmemb, void *arg)
 
 	if (n >= 5 && strncmp(data, "HTTP/", 5) == 0)
 	{
+		r->answered = true;
 		r->res.retry_after_ms = -1;
 		r->res.body_len = 0;
 		r->res.body_truncated = false;
@@ -501,6 +735,9 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	r->max_body = h->max_response_bytes;
 	r->http = h;
 	r->denied = false;
+	r->refused = JF_REFUSED_NONE;
+	r->sends = 0;
+	r->answered = false;
 	SETOPT(CURLOPT_URL, r->url);
 	SETOPT(CURLOPT_PRIVATE, r);
 	SETOPT(CURLOPT_ERRORBUFFER, r->errbuf);
@@ -520,6 +757,10 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	SETOPT(CURLOPT_HEADERDATA, r);
 	SETOPT(CURLOPT_OPENSOCKETFUNCTION, open_socket_cb);
 	SETOPT(CURLOPT_OPENSOCKETDATA, r);
+	SETOPT(CURLOPT_PREREQFUNCTION, prereq_cb);
+	SETOPT(CURLOPT_PREREQDATA, r);
+	if (h->resolve)
+		SETOPT(CURLOPT_RESOLVE, h->resolve);
 	/* a slow DNS lookup must not make curl join its resolver thread */
 	(void) curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
 
@@ -703,6 +944,12 @@ jf_http_req_prepare(JfReq *r, const JfHttpRequest *req, char **key, bool *oom)
 			return NULL;
 		}
 		r->headers = n;
+		if ((n = curl_slist_append(r->own_headers, line)) == NULL)
+		{
+			*oom = true;
+			return NULL;
+		}
+		r->own_headers = n;
 	}
 	if (req->body_len > 0)
 	{
@@ -717,5 +964,7 @@ jf_http_req_prepare(JfReq *r, const JfHttpRequest *req, char **key, bool *oom)
 	}
 	r->timeout_ms = req->timeout_ms;
 	problem = parse_url(r, key, oom);
+	if (problem == NULL && !*oom && !jf_http_dup_opt(*key, &r->origin))
+		*oom = true;
 	return problem;
 }

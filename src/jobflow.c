@@ -45,6 +45,7 @@ int			jobflow_retry_max_ms = 3600 * 1000;
 int			jobflow_reconcile_ms = 5000;
 int			jobflow_shutdown_grace_ms = 5000;
 char	   *jobflow_deny_networks = NULL;
+bool		jobflow_follow_cross_origin_redirects = false;
 
 JobflowShared *jobflow_shared = NULL;
 
@@ -187,6 +188,12 @@ jobflow_define_gucs(void)
 							   "so host names and redirects that lead there are refused too.",
 							   &jobflow_deny_networks, JOBFLOW_DEFAULT_DENY_NETWORKS,
 							   PGC_SIGHUP, 0, check_deny_networks, NULL, NULL);
+	DefineCustomBoolVariable("jobflow.follow_cross_origin_redirects",
+							 "Whether redirects to another scheme, host or port are followed.",
+							 "When on, such a hop carries none of the task's headers, "
+							 "and a task with a body is never redirected to another origin.",
+							 &jobflow_follow_cross_origin_redirects, false,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("jobflow");
 }

@@ -12,17 +12,20 @@
 #   /delay/MS                sleeps MS milliseconds, then 200 "ok"
 #   /hang                    reads the request, never answers; the thread
 #                            ends when the client disconnects
+#   /drop                    reads the request and closes the connection
+#                            without answering
 #   /flaky/N                 500 for the first N requests of each
 #                            X-Jobflow-Task-Id, then 200
 #   /echo                    200 with the request body echoed back
 #   /big[?size=BYTES]        a 1 MB (or BYTES) response
-#   /redirect?to=URL         302 to URL
+#   /redirect?to=URL[&status=N]  302 (or N) to URL
 #   GET  /_requests          JSON list of the requests received
 #   POST /_reset             forget them
 # The two /_ endpoints are not recorded themselves.
 #
 # Each record holds the arrival time (time.time()), method, path, query,
 # a subset of the headers (lower-cased names), the body (first 4 kB) and
+# "peer_port": the client's port (one per connection), and
 # "inflight": how many requests with the same first path segment were
 # being served at arrival, this one included (tests use it to check
 # concurrency caps).  Keep-alive is on (HTTP/1.1 with Content-Length on
@@ -40,7 +43,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 KEPT_HEADERS = ("x-jobflow-task-id", "x-jobflow-attempt", "user-agent",
-                "content-type", "content-length", "expect", "x-test")
+                "content-type", "content-length", "expect", "x-test",
+                "x-api-key")
 BODY_LOG_MAX = 4096
 MAX_RECORDS = 200000
 
@@ -125,6 +129,7 @@ class Handler(BaseHTTPRequestHandler):
                 "headers": hdrs,
                 "body": body[:BODY_LOG_MAX].decode("utf-8", "replace"),
                 "inflight": now_inflight,
+                "peer_port": self.client_address[1],
             })
             self.dispatch(kind, parts, query, body)
         finally:
@@ -145,6 +150,8 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(200, "ok")
         elif kind == "hang":
             self.hang()
+        elif kind == "drop":
+            self.close_connection = True
         elif kind == "flaky" and arg.isdigit():
             task = self.headers.get("X-Jobflow-Task-Id", "")
             with lock:
@@ -162,7 +169,8 @@ class Handler(BaseHTTPRequestHandler):
             size = int(query.get("size", ["1048576"])[0])
             self.reply(200, b"x" * size)
         elif kind == "redirect" and "to" in query:
-            self.reply(302, "", {"Location": query["to"][0]})
+            status = int(query.get("status", ["302"])[0])
+            self.reply(status, "", {"Location": query["to"][0]})
         else:
             self.reply(404, "not found")
 

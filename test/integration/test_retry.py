@@ -2,8 +2,8 @@
 #
 # test_retry.py
 #     Outcomes of failed attempts: retries with backoff on 5xx, timeouts
-#     and refused connections, Retry-After, non-retryable 4xx, and
-#     max_attempts.
+#     and refused connections, Retry-After, non-retryable 4xx and
+#     redirect loops, and max_attempts.
 #
 # The backoff of attempt k (k = 1 for the first retry) is drawn from the
 # upper half of min(base * 2^(k-1), max) and is never below twice
@@ -14,6 +14,7 @@
 
 import socket
 import time
+from urllib.parse import quote
 
 from conftest import query, schedule, task_log, task_row, wait_final
 
@@ -145,3 +146,21 @@ def test_max_attempts_respected(db, receiver):
     assert len(receiver.tagged(tag3)) == 3
     assert len(receiver.tagged(tag1)) == 1
     assert len(receiver.tagged(tag2)) == 2
+
+
+def test_too_many_redirects_is_not_retried(db, receiver):
+    """A chain longer than jobflow.max_redirects (3) is a final failure,
+    like any status the README does not list as retryable."""
+    path = "/ok"
+    for _ in range(6):
+        path = "/redirect?to=" + quote(path, safe="")
+    url, tag = receiver.unique_url(path)
+    task_id = schedule(db, url, max_attempts=3)
+    assert wait_final(db, task_id) == "failed"
+    log = task_log(db, task_id)
+    assert_log(log, ["failed"], [302])
+    assert "redirect" in log[0]["error"].lower(), log
+    assert task_row(db, task_id)["attempts"] == 1
+    # nothing else comes: give a retry (minimum backoff) ample time
+    time.sleep(1.0)
+    assert len(receiver.tagged(tag)) == 1

@@ -24,9 +24,11 @@
 
 #include "http_harness.h"
 
-static pid_t receiver_pid = -1;
+/* receiver 0 on port, receiver 1 (started on demand) on port2 */
+static pid_t receiver_pid[2] = {-1, -1};
 int			port;
-static char port_file[64];
+int			port2;
+static char port_file[2][64];
 
 int64_t
 mono_ms(void)
@@ -45,16 +47,19 @@ mono_ms(void)
 static void
 kill_receiver(void)
 {
-	if (receiver_pid > 0)
+	for (int i = 0; i < 2; i++)
 	{
-		kill(receiver_pid, SIGTERM);
-		waitpid(receiver_pid, NULL, 0);
-		receiver_pid = -1;
-	}
-	if (port_file[0])
-	{
-		unlink(port_file);
-		port_file[0] = '\0';
+		if (receiver_pid[i] > 0)
+		{
+			kill(receiver_pid[i], SIGTERM);
+			waitpid(receiver_pid[i], NULL, 0);
+			receiver_pid[i] = -1;
+		}
+		if (port_file[i][0])
+		{
+			unlink(port_file[i]);
+			port_file[i][0] = '\0';
+		}
 	}
 }
 
@@ -83,51 +88,62 @@ receiver_path(char *buf, size_t len)
 }
 
 static bool
-start_receiver(void)
+start_receiver(int i, int *out_port)
 {
 	char		path[1024];
 	int64_t		deadline;
 
 	receiver_path(path, sizeof(path));
-	snprintf(port_file, sizeof(port_file), "/tmp/jf_test_http_port.%d", (int) getpid());
-	unlink(port_file);
-	atexit(kill_receiver);
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	signal(SIGSEGV, on_signal);
-	signal(SIGABRT, on_signal);
+	snprintf(port_file[i], sizeof(port_file[i]), "/tmp/jf_test_http_port.%d.%d",
+			 (int) getpid(), i);
+	unlink(port_file[i]);
+	if (i == 0)
+	{
+		atexit(kill_receiver);
+		signal(SIGINT, on_signal);
+		signal(SIGTERM, on_signal);
+		signal(SIGSEGV, on_signal);
+		signal(SIGABRT, on_signal);
+	}
 
-	receiver_pid = fork();
-	if (receiver_pid < 0)
+	receiver_pid[i] = fork();
+	if (receiver_pid[i] < 0)
 		return false;
-	if (receiver_pid == 0)
+	if (receiver_pid[i] == 0)
 	{
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		execl("/usr/bin/python3", "python3", path, "--port", "0",
-			  "--port-file", port_file, (char *) NULL);
+			  "--port-file", port_file[i], (char *) NULL);
 		_exit(127);
 	}
 	deadline = mono_ms() + 10000;
 	while (mono_ms() < deadline)
 	{
-		FILE	   *f = fopen(port_file, "r");
+		FILE	   *f = fopen(port_file[i], "r");
 
 		if (f)
 		{
-			int			ok = fscanf(f, "%d", &port);
+			int			ok = fscanf(f, "%d", out_port);
 
 			fclose(f);
-			if (ok == 1 && port > 0)
+			if (ok == 1 && *out_port > 0)
 				return true;
 		}
-		if (waitpid(receiver_pid, NULL, WNOHANG) == receiver_pid)
+		if (waitpid(receiver_pid[i], NULL, WNOHANG) == receiver_pid[i])
 		{
-			receiver_pid = -1;
+			receiver_pid[i] = -1;
 			return false;
 		}
 		usleep(20000);
 	}
 	return false;
+}
+
+/* A second receiver, for tests that need two origins. */
+bool
+harness_start_second(void)
+{
+	return receiver_pid[1] > 0 || start_receiver(1, &port2);
 }
 
 /* A loopback port with nothing listening: bind, read the port, close. */
@@ -255,9 +271,27 @@ by_id(Collected *c, int64_t id)
 	return NULL;
 }
 
+char *
+url_at(const char *host, int p, const char *path)
+{
+	static char buf[8][512];
+	static int	i;
+
+	i = (i + 1) % 8;
+	snprintf(buf[i], sizeof(buf[i]), "http://%s:%d%s", host, p, path);
+	return buf[i];
+}
+
 /* One request on a throwaway dispatcher; returns the body (caller frees). */
 char *
 fetch(const char *method, const char *path)
+{
+	return fetch_from(port, method, path);
+}
+
+/* The same, from the receiver listening on p. */
+char *
+fetch_from(int p, const char *method, const char *path)
 {
 	JfHttpConfig cfg = default_config();
 	JfHttp	   *h;
@@ -266,7 +300,7 @@ fetch(const char *method, const char *path)
 
 	cfg.max_response_bytes = 16 * 1024 * 1024;
 	h = make(&cfg);
-	submit(h, 0, url("127.0.0.1", path), method, NULL, 0, NULL, 5000);
+	submit(h, 0, url_at("127.0.0.1", p, path), method, NULL, 0, NULL, 5000);
 	run_until(h, c, 1, 5000);
 	if (c->n == 1 && c->r[0].http_status == 200 && c->r[0].body)
 	{
@@ -354,7 +388,7 @@ harness_start(void)
 		fprintf(stderr, "jf_http_global_init: %s\n", err);
 		return false;
 	}
-	if (!start_receiver())
+	if (!start_receiver(0, &port))
 	{
 		fprintf(stderr, "could not start the receiver\n");
 		return false;

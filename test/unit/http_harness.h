@@ -30,10 +30,12 @@ typedef struct Collected
 	int			max_in_flight;
 } Collected;
 
-/* the receiver's port */
+/* the receiver's port, and the second receiver's (if started) */
 extern int	port;
+extern int	port2;
 
 extern bool harness_start(void);
+extern bool harness_start_second(void);
 extern void harness_stop(void);
 
 extern int64_t mono_ms(void);
@@ -41,6 +43,7 @@ extern int	closed_port(void);
 extern JfHttpConfig default_config(void);
 extern JfHttp *make(const JfHttpConfig *c);
 extern char *url(const char *host, const char *path);
+extern char *url_at(const char *host, int p, const char *path);
 extern bool submit(JfHttp *h, int64_t id, const char *u, const char *method,
 				   const char *const *headers, int nheaders,
 				   const char *body, int timeout_ms);
@@ -48,6 +51,7 @@ extern void run_until(JfHttp *h, Collected *c, int want, int max_ms);
 extern void collected_free(Collected *c);
 extern JfHttpResult *by_id(Collected *c, int64_t id);
 extern char *fetch(const char *method, const char *path);
+extern char *fetch_from(int p, const char *method, const char *path);
 extern void reset_receiver(void);
 extern char *record_of(const char *json, int64_t id);
 extern int	max_server_inflight(const char *json, const char *prefix);
