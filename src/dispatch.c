@@ -381,10 +381,35 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 }
 
 /*
- * Fire what is due: move the wheel's due entries into the fair share, then
- * claim what it lets go now, a batch at a time.  Returns true when due
- * entries are still in the wheel (more than one turn moves); the loop then
- * comes straight back instead of sleeping.
+ * Move the wheel's due entries into the fair share.  True when more are
+ * due than one turn moves.
+ */
+static bool
+park_due(WorkerState *ws, int64 now_ms, JfWheelExpired *expired, int batch)
+{
+	size_t		parked = 0;
+
+	for (;;)
+	{
+		size_t		n = jf_wheel_advance(ws->wheel, now_ms, expired, batch);
+		size_t		i;
+
+		for (i = 0; i < n; i++)
+			(void) feed_park(ws, (int64) expired[i].id);
+		parked += n;
+		if (n < (size_t) batch)
+			return false;
+		if (parked >= MAX_PARKED_PER_TURN)
+			return true;
+	}
+}
+
+/*
+ * Fire what is due: park the wheel's due entries in the fair share, then
+ * claim one batch of what it lets go now.  One claim a turn: while a
+ * backlog drains, the loop comes back at once, and a task to another host
+ * falling due meanwhile is parked and picked at the next turn, not after
+ * the whole backlog.  Returns true when the loop should not sleep.
  */
 bool
 dispatch_due(WorkerState *ws, int64 now_ms)
@@ -393,8 +418,8 @@ dispatch_due(WorkerState *ws, int64 now_ms)
 	static JfFairPick *picks = NULL;
 	static int	allocated = 0;
 	int			batch = jobflow_claim_batch_size;
-	size_t		parked = 0;
-	bool		more = false;
+	bool		more;
+	int			n;
 
 	if (ws->stopping)
 		return false;
@@ -410,35 +435,15 @@ dispatch_due(WorkerState *ws, int64 now_ms)
 		picks = MemoryContextAlloc(ws->cxt, sizeof(JfFairPick) * batch);
 		allocated = batch;
 	}
-	for (;;)
+	more = park_due(ws, now_ms, expired, batch);
+	n = jf_fair_pick(ws->fair, picks, batch, now_ms, feed_take, ws);
+	if (n > 0)
 	{
-		size_t		n = jf_wheel_advance(ws->wheel, now_ms, expired, batch);
-		size_t		i;
-
-		for (i = 0; i < n; i++)
-			(void) feed_park(ws, (int64) expired[i].id);
-		parked += n;
-		if (n < (size_t) batch)
-			break;
-		if (parked >= MAX_PARKED_PER_TURN)
-		{
-			more = true;
-			break;
-		}
-	}
-	for (;;)
-	{
-		int			n = jf_fair_pick(ws->fair, picks, batch, now_ms, feed_take, ws);
-
-		if (n == 0)
-			break;
 		claim_and_submit(ws, picks, n, now_ms);
-		/* start these requests before claiming the next batch */
+		/* start these requests before anything else */
 		dispatch_collect(ws);
-		if (n < batch)
-			break;
 	}
-	return more;
+	return more || n == batch;
 }
 
 /*

@@ -78,12 +78,12 @@ hash_task_id(int64 id)
 #define SH_DEFINE
 #include "lib/simplehash.h"
 
-/* most id ranges buffered from one drain before falling back to a rescan */
+/* most id ranges waiting to be loaded before falling back to a rescan */
 #define MAX_PENDING_RANGES 8192
-/* widest id range loaded by primary key; wider ones wait for a rescan */
-#define MAX_RANGE_WIDTH 10000
-/* most ids loaded by primary key per drain, all ranges merged */
-#define MAX_DRAIN_WIDTH 100000
+/* widest id range of one statement loaded by primary key, a chunk a turn */
+#define MAX_RANGE_WIDTH 1000000
+/* most ids loaded by primary key per turn */
+#define LOAD_CHUNK 10000
 /* rows fetched per cursor round trip when loading */
 #define LOAD_FETCH 10000
 /* a due task whose row another transaction holds is tried again after */
@@ -93,11 +93,10 @@ hash_task_id(int64 id)
 /* what a load query returns */
 #define LOAD_COLUMNS "t.id, t.run_at, t.owner, t.url"
 
+/* id ranges announced at commit and not loaded yet, kept across turns */
 static int64 *range_lo;
 static int64 *range_hi;
 static int	nranges;
-static bool ranges_overflowed;
-static bool cron_changed;		/* a timer changed */
 
 static void load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
 					  Datum *values);
@@ -443,11 +442,7 @@ compare_range(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/*
- * Sort and merge the drained ranges, so overlapping payloads cost one scan,
- * and cap the ids loaded per drain: anyone may NOTIFY, and what is over the
- * cap is due within the notify window, which the rescan covers anyway.
- */
+/* Sort and merge the waiting ranges, so overlapping ones cost one scan. */
 static void
 merge_ranges(void)
 {
@@ -455,7 +450,6 @@ merge_ranges(void)
 	int64	   *lo;
 	int64	   *hi;
 	int			n = 0;
-	uint64		total = 0;
 	int			i;
 
 	if (nranges <= 1)
@@ -481,21 +475,9 @@ merge_ranges(void)
 		hi[n] = h;
 		n++;
 	}
-	nranges = 0;
-	for (i = 0; i < n; i++)
-	{
-		uint64		width = (uint64) hi[i] - (uint64) lo[i] + 1;
-
-		if (total + width > MAX_DRAIN_WIDTH)
-		{
-			ranges_overflowed = true;
-			break;
-		}
-		total += width;
-		range_lo[nranges] = lo[i];
-		range_hi[nranges] = hi[i];
-		nranges++;
-	}
+	memcpy(range_lo, lo, sizeof(int64) * n);
+	memcpy(range_hi, hi, sizeof(int64) * n);
+	nranges = n;
 	pfree(order);
 	pfree(lo);
 	pfree(hi);
@@ -526,18 +508,76 @@ feed_process_notifications(WorkerState *ws)
 }
 
 /*
- * Take what committed transactions published for this database and load
- * the rows it names.  No wake-up waiting: no statement.  Called outside
- * any transaction, every turn.
+ * Load the next LOAD_CHUNK ids of the waiting ranges, in one short
+ * transaction: a statement that inserted 200,000 tasks is loaded a chunk a
+ * turn, so requests and other tasks go on meanwhile.
  */
-void
+static void
+load_chunk(WorkerState *ws)
+{
+	Oid			types[3] = {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
+	Datum		values[3];
+	Datum	   *lo = palloc(sizeof(Datum) * nranges);
+	Datum	   *hi = palloc(sizeof(Datum) * nranges);
+	uint64		room = LOAD_CHUNK;
+	int			n = 0;
+	int			i;
+
+	while (n < nranges && room > 0)
+	{
+		uint64		width = (uint64) range_hi[n] - (uint64) range_lo[n] + 1;
+
+		lo[n] = Int64GetDatum(range_lo[n]);
+		if (width > room)
+		{
+			/* split: the rest of this range waits for the next turn */
+			hi[n] = Int64GetDatum(range_lo[n] + (int64) room - 1);
+			range_lo[n] += (int64) room;
+			n++;
+			break;
+		}
+		hi[n] = Int64GetDatum(range_hi[n]);
+		room -= width;
+		n++;
+	}
+	jf_xact_begin("jobflow: load announced tasks");
+	values[0] = PointerGetDatum(construct_array(lo, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[1] = PointerGetDatum(construct_array(hi, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[2] = TimestampTzGetDatum(jf_ms_to_ts(ws->loaded_until_ms));
+	load_rows(ws,
+			  "SELECT " LOAD_COLUMNS
+			  "  FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::bigint[])) AS r(lo, hi)"
+			  "  JOIN jobflow.tasks t ON t.id BETWEEN r.lo AND r.hi"
+			  " WHERE t.state = 'pending' AND t.run_at < $3",
+			  3, types, values);
+	jf_xact_commit();
+
+	/* drop the ranges loaded whole (a split one stays, shortened) */
+	if (n > 0 && DatumGetInt64(hi[n - 1]) == range_hi[n - 1])
+		i = n;
+	else
+		i = n - 1;
+	memmove(range_lo, range_lo + i, sizeof(int64) * (nranges - i));
+	memmove(range_hi, range_hi + i, sizeof(int64) * (nranges - i));
+	nranges -= i;
+	pfree(lo);
+	pfree(hi);
+}
+
+/*
+ * Take what committed transactions published for this database, and load
+ * a chunk of the tasks it names.  Nothing published and nothing waiting:
+ * no statement.  Called outside any transaction, every turn; true while
+ * ranges wait for a later turn.
+ */
+bool
 feed_take_wakeups(WorkerState *ws)
 {
 	int			i;
+	int			before = nranges;
+	bool		cron_changed;
+	bool		overflowed = false;
 
-	nranges = 0;
-	ranges_overflowed = false;
-	cron_changed = false;
 	SpinLockAcquire(&jobflow_shared->wake_mutex);
 	for (i = 0; i < jobflow_shared->nwake; i++)
 	{
@@ -545,8 +585,10 @@ feed_take_wakeups(WorkerState *ws)
 
 		if (r->dboid != MyDatabaseId)
 			continue;
-		if ((uint64) r->hi - (uint64) r->lo >= (uint64) MAX_RANGE_WIDTH)
-			ranges_overflowed = true;
+		/* one statement that spans a huge id range: a rescan is cheaper */
+		if ((uint64) r->hi - (uint64) r->lo >= (uint64) MAX_RANGE_WIDTH ||
+			nranges >= MAX_PENDING_RANGES)
+			overflowed = true;
 		else
 		{
 			range_lo[nranges] = r->lo;
@@ -555,54 +597,31 @@ feed_take_wakeups(WorkerState *ws)
 		}
 	}
 	jobflow_shared->nwake = 0;
-	ranges_overflowed |= jobflow_shared->wake_overflowed;
+	overflowed |= jobflow_shared->wake_overflowed;
 	jobflow_shared->wake_overflowed = false;
 	cron_changed = jobflow_shared->wake_cron;
 	jobflow_shared->wake_cron = false;
 	SpinLockRelease(&jobflow_shared->wake_mutex);
 
-	if (cron_changed && ws->loaded_until_ms != PG_INT64_MIN)
+	/* tasks due within the notify window: the rolling rescan covers them */
+	if (overflowed)
+		ws->rescan_soon = true;
+	if (ws->loaded_until_ms == PG_INT64_MIN)
+	{
+		nranges = 0;
+		return false;
+	}
+	if (cron_changed)
 	{
 		jf_xact_begin("jobflow: materialise changed cron timers");
 		materialize_cron(ws, jf_now_ms(), ws->loaded_until_ms, false);
 		jf_xact_commit();
 	}
-	/*
-	 * Notified tasks are due within the notify window, which the rolling
-	 * rescan covers: ranges that were dropped only ask for it sooner.
-	 */
-	merge_ranges();
-	if (ranges_overflowed)
-		ws->rescan_soon = true;
-	if (nranges == 0 || ws->loaded_until_ms == PG_INT64_MIN)
-		return;
-
-	{
-		Oid			types[3] = {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
-		Datum		values[3];
-		Datum	   *lo;
-		Datum	   *hi;
-		int			i;
-
-		jf_xact_begin("jobflow: load notified tasks");
-		lo = palloc(sizeof(Datum) * nranges);
-		hi = palloc(sizeof(Datum) * nranges);
-		for (i = 0; i < nranges; i++)
-		{
-			lo[i] = Int64GetDatum(range_lo[i]);
-			hi[i] = Int64GetDatum(range_hi[i]);
-		}
-		values[0] = PointerGetDatum(construct_array(lo, nranges, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		values[1] = PointerGetDatum(construct_array(hi, nranges, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		values[2] = TimestampTzGetDatum(jf_ms_to_ts(ws->loaded_until_ms));
-		load_rows(ws,
-				  "SELECT " LOAD_COLUMNS
-				  "  FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::bigint[])) AS r(lo, hi)"
-				  "  JOIN jobflow.tasks t ON t.id BETWEEN r.lo AND r.hi"
-				  " WHERE t.state = 'pending' AND t.run_at < $3",
-				  3, types, values);
-		jf_xact_commit();
-	}
+	if (nranges > before)
+		merge_ranges();
+	if (nranges > 0)
+		load_chunk(ws);
+	return nranges > 0;
 }
 
 /*

@@ -289,10 +289,10 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		}
 		if (notifyInterruptPending)
 			feed_process_notifications(ws);
-		feed_take_wakeups(ws);
+		more_due = feed_take_wakeups(ws);
 
 		dispatch_collect(ws);
-		more_due = dispatch_due(ws, jf_now_ms());
+		more_due |= dispatch_due(ws, jf_now_ms());
 		if (jf_now_ms() >= ws->next_housekeeping_ms ||
 			(ws->rescan_soon && jf_now_ms() >= ws->last_housekeeping_ms + RESCAN_SOON_MS))
 			feed_housekeeping(ws, jf_now_ms());

@@ -86,7 +86,7 @@ extern void feed_init(WorkerState *ws);
 extern void feed_listen(void);
 extern void feed_rescue_running(WorkerState *ws, int64 *ids, int n);
 extern void feed_process_notifications(WorkerState *ws);
-extern void feed_take_wakeups(WorkerState *ws);
+extern bool feed_take_wakeups(WorkerState *ws);
 extern void feed_housekeeping(WorkerState *ws, int64 now_ms);
 extern void feed_upsert(WorkerState *ws, int64 id, int64 due_ms, uint32 queue);
 extern bool feed_park(WorkerState *ws, int64 id);
