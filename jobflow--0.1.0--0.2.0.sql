@@ -54,3 +54,11 @@ CREATE OR REPLACE FUNCTION jobflow._cron_notify()
 RETURNS trigger
 AS 'MODULE_PATHNAME', 'jobflow_cron_wake'
 LANGUAGE C;
+
+/* Wake-ups published at commit since the server started (for operators and tests). */
+CREATE FUNCTION jobflow.wakeups(OUT ranges bigint, OUT timers bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'jobflow_wakeups'
+LANGUAGE C VOLATILE STRICT;
+REVOKE ALL ON FUNCTION jobflow.wakeups() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow.wakeups() TO jobflow_admin;

@@ -15,10 +15,15 @@
  * worker.  Each result becomes an outcome row for the log writer; a retry
  * goes straight back into the wheel.
  *
- * Claims commit asynchronously (the worker runs with synchronous_commit
- * off): a claim lost in a crash leaves the task pending, so it fires again,
- * which at-least-once delivery allows, and no fsync stands between a
- * deadline and its request.
+ * A claim is committed as durably as the cluster's synchronous_commit says
+ * (on, by default; with synchronous replication, on the standby too)
+ * before its requests go out, and only what can be sent at once is
+ * claimed: so every attempt counted may have been sent, and every request
+ * that may have been sent has its attempt counted, whatever crashes.  After
+ * a crash, tasks left running are put back with that attempt logged as
+ * interrupted, and the next attempt has the next number.  Outcomes are
+ * written asynchronously: one lost in a crash leaves its task running, and
+ * the same rescue applies.
  *
  *-------------------------------------------------------------------------
  */
@@ -76,7 +81,6 @@ fair_config(void)
 	cfg.max_in_flight = jobflow_max_concurrent;
 	cfg.max_per_host = Min(jobflow_max_per_host, jobflow_max_concurrent);
 	cfg.max_per_owner = Min(jobflow_max_per_owner, jobflow_max_concurrent);
-	cfg.max_ahead = jobflow_claim_batch_size;
 	return cfg;
 }
 
@@ -300,7 +304,7 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	bool	   *claimed;
 	MemoryContext old;
 
-	jf_xact_begin("jobflow: claim due tasks");
+	jf_xact_begin_durable("jobflow: claim due tasks");
 	if (claim_plan == NULL)
 	{
 		/*
@@ -436,7 +440,7 @@ dispatch_due(WorkerState *ws, int64 now_ms)
 		allocated = batch;
 	}
 	more = park_due(ws, now_ms, expired, batch);
-	n = jf_fair_pick(ws->fair, picks, batch, now_ms, feed_take, ws);
+	n = jf_fair_pick(ws->fair, picks, batch, feed_take, ws);
 	if (n > 0)
 	{
 		claim_and_submit(ws, picks, n, now_ms);
@@ -518,7 +522,7 @@ record_result(WorkerState *ws, JfHttpResult *r)
 	OutcomeRow	row;
 	char		status_error[64];
 
-	jf_fair_done(ws->fair, e->task.queue, r->finished_at_ms);
+	jf_fair_release(ws->fair, e->task.queue);
 	memset(&row, 0, sizeof(row));
 	row.id = e->task.id;
 	row.attempt = e->task.attempt;

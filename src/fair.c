@@ -11,10 +11,6 @@
  * jf_fair_pick() walks from where the previous pick stopped, so every
  * queue is visited once per pass whatever the others hold.
  *
- * "Recent completions" are counted in two windows of RECENT_WINDOW_MS:
- * the current one and the one before, which is enough to tell a host that
- * answers hundreds of requests a second from one that answers none.
- *
  *-------------------------------------------------------------------------
  */
 #include "fair.h"
@@ -24,24 +20,15 @@
 #include <string.h>
 
 #define NONE UINT32_MAX
-#define RECENT_WINDOW_MS 100
 /* most tasks taken from one queue per visit: finer turns, fairer passes */
 #define QUANTUM 64
 #define MAX_ORIGIN 300
-
-typedef struct Recent
-{
-	int64_t		window_start;
-	int			current;
-	int			previous;
-} Recent;
 
 typedef struct Host
 {
 	char	   *origin;
 	uint32_t	hash;
 	int			claimed;
-	Recent		recent;
 } Host;
 
 typedef struct Owner
@@ -90,7 +77,6 @@ struct JfFair
 	uint32_t	nactive;
 	int			claimed;
 	size_t		parked;
-	Recent		recent;
 };
 
 static uint32_t
@@ -442,35 +428,6 @@ jf_fair_push(JfFair *f, uint32_t queue, uint64_t id)
 	return true;
 }
 
-/* Move the windows on to now; a long silence forgets everything. */
-static Recent *
-recent_at(Recent *r, int64_t now_ms)
-{
-	if (now_ms >= r->window_start + 2 * RECENT_WINDOW_MS)
-	{
-		r->previous = 0;
-		r->current = 0;
-		r->window_start = now_ms;
-	}
-	else if (now_ms >= r->window_start + RECENT_WINDOW_MS)
-	{
-		r->previous = r->current;
-		r->current = 0;
-		r->window_start += RECENT_WINDOW_MS;
-	}
-	return r;
-}
-
-static int
-ahead(JfFair *f, Recent *r, int64_t now_ms)
-{
-	int			done;
-
-	recent_at(r, now_ms);
-	done = r->current + r->previous;
-	return done < f->cfg.max_ahead ? done : f->cfg.max_ahead;
-}
-
 static int
 min_int(int a, int b)
 {
@@ -478,11 +435,10 @@ min_int(int a, int b)
 }
 
 int
-jf_fair_pick(JfFair *f, JfFairPick *out, int max, int64_t now_ms,
-			 JfFairTake take, void *arg)
+jf_fair_pick(JfFair *f, JfFairPick *out, int max, JfFairTake take, void *arg)
 {
 	int			n = 0;
-	int			global_room = f->cfg.max_in_flight + ahead(f, &f->recent, now_ms) - f->claimed;
+	int			global_room = f->cfg.max_in_flight - f->claimed;
 	uint32_t	idle = 0;
 	uint32_t	i = f->cursor;
 
@@ -495,7 +451,7 @@ jf_fair_pick(JfFair *f, JfFairPick *out, int max, int64_t now_ms,
 		int			room;
 		int			took = 0;
 
-		room = f->cfg.max_per_host + ahead(f, &h->recent, now_ms) - h->claimed;
+		room = f->cfg.max_per_host - h->claimed;
 		room = min_int(room, f->cfg.max_per_owner - o->claimed);
 		room = min_int(room, min_int(global_room, min_int(QUANTUM, max - n)));
 		while (took < room && q->count > 0)
@@ -542,15 +498,6 @@ jf_fair_release(JfFair *f, uint32_t queue)
 	f->claimed--;
 }
 
-void
-jf_fair_done(JfFair *f, uint32_t queue, int64_t now_ms)
-{
-	Queue	   *q = &f->queues[queue];
-
-	jf_fair_release(f, queue);
-	recent_at(&f->hosts[q->host].recent, now_ms)->current++;
-	recent_at(&f->recent, now_ms)->current++;
-}
 
 size_t
 jf_fair_parked(const JfFair *f)

@@ -9,17 +9,17 @@
  * visiting the queues round-robin, in due order within each queue, and
  * never beyond what can be sent soon:
  *
- *	- per origin: max_per_host requests claimed and not finished, plus as
- *	  many as the origin finished in about the last 150 ms ("ahead": a fast
- *	  host gets a deep queue, a slow or dead one none);
+ *	- per origin: max_per_host requests claimed and not finished;
  *	- per owner: max_per_owner claimed and not finished, whatever the
  *	  number of origins it spreads them over;
- *	- in all: max_in_flight plus the recent completions of everyone.
+ *	- in all: max_in_flight.
  *
  * So a slow or dead origin holds at most max_per_host requests, a tenant at
  * most max_per_owner, and an overdue backlog waits in its own queue while
  * other queues are served on every pass.  Tasks that are parked cost a few
- * bytes; nothing is claimed for them until they can go.
+ * bytes; nothing is claimed for them until they can go, and whatever is
+ * claimed can be sent at once: a claimed attempt is one that may have been
+ * sent.
  *
  * Plain C, no PostgreSQL headers (unit-tested in test/unit/test_fair.c).
  *
@@ -39,7 +39,6 @@ typedef struct JfFairConfig
 	int			max_in_flight;	/* >= 1 */
 	int			max_per_host;	/* >= 1 */
 	int			max_per_owner;	/* >= 1 */
-	int			max_ahead;		/* most claimed beyond the caps, per origin */
 } JfFairConfig;
 
 /* One task chosen by jf_fair_pick(). */
@@ -73,15 +72,12 @@ extern bool jf_fair_push(JfFair *f, uint32_t queue, uint64_t id);
 
 /*
  * Choose up to max parked tasks to claim now (see the file header); each
- * counts as claimed until jf_fair_done() or jf_fair_release().
+ * counts as claimed until jf_fair_release().
  */
-extern int	jf_fair_pick(JfFair *f, JfFairPick *out, int max, int64_t now_ms,
+extern int	jf_fair_pick(JfFair *f, JfFairPick *out, int max,
 						 JfFairTake take, void *arg);
 
-/* A picked task's request finished (its origin answered, or gave up). */
-extern void jf_fair_done(JfFair *f, uint32_t queue, int64_t now_ms);
-
-/* A picked task was not sent after all (the claim did not take it). */
+/* A picked task's request finished, or was not sent after all. */
 extern void jf_fair_release(JfFair *f, uint32_t queue);
 
 extern size_t jf_fair_parked(const JfFair *f);

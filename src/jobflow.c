@@ -226,6 +226,8 @@ jobflow_shmem_startup(void)
 		memset(jobflow_shared, 0, sizeof(JobflowShared));
 		SpinLockInit(&jobflow_shared->mutex);
 		SpinLockInit(&jobflow_shared->wake_mutex);
+		pg_atomic_init_u64(&jobflow_shared->wake_ranges, 0);
+		pg_atomic_init_u64(&jobflow_shared->wake_timers, 0);
 		for (c = &jobflow_shared->horizon_end_ms;
 			 c <= &jobflow_shared->statements; c++)
 			pg_atomic_init_u64(c, 0);
@@ -264,6 +266,9 @@ jobflow_publish_wake(const int64 *lo, const int64 *hi, int n, bool cron)
 	if (cron)
 		jobflow_shared->wake_cron = true;
 	SpinLockRelease(&jobflow_shared->wake_mutex);
+	pg_atomic_fetch_add_u64(&jobflow_shared->wake_ranges, n);
+	if (cron)
+		pg_atomic_fetch_add_u64(&jobflow_shared->wake_timers, 1);
 
 	SpinLockAcquire(&jobflow_shared->mutex);
 	latch = jobflow_shared->worker_latch;
@@ -315,6 +320,29 @@ ms_to_timestamptz_datum(uint64 ms, bool *isnull)
 	*isnull = (ms == 0);
 	return TimestampTzGetDatum((TimestampTz) ((int64) ms * 1000 -
 											  (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY));
+}
+
+/*
+ * Wake-ups published since the server started: id ranges of committed
+ * tasks the worker had to load soon, and commits that changed timers.
+ */
+PG_FUNCTION_INFO_V1(jobflow_wakeups);
+Datum
+jobflow_wakeups(PG_FUNCTION_ARGS)
+{
+	TupleDesc	desc;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	if (jobflow_shared == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("jobflow shared memory is not initialised")));
+	values[0] = Int64GetDatum(pg_atomic_read_u64(&jobflow_shared->wake_ranges));
+	values[1] = Int64GetDatum(pg_atomic_read_u64(&jobflow_shared->wake_timers));
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }
 
 /*

@@ -87,6 +87,8 @@ typedef struct JobflowShared
 	 * that wrote tasks or timers can put anything here, so, unlike a
 	 * NOTIFY payload, nothing here can be forged by a role without grants.
 	 */
+	pg_atomic_uint64 wake_ranges;	/* ranges published, since start */
+	pg_atomic_uint64 wake_timers;	/* timer changes published */
 	slock_t		wake_mutex;
 	int			nwake;
 	bool		wake_overflowed;	/* ranges were lost: rescan */

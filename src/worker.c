@@ -15,7 +15,7 @@
  * The worker runs with session_replication_role = replica, so the row
  * checks and notify triggers of jobflow.tasks stay out of its own writes
  * (they are for applications; the worker's statements guard themselves),
- * and with synchronous_commit off (see dispatch.c).
+ * and with synchronous_commit off but for its claims (see dispatch.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -53,6 +53,9 @@
 static volatile int consecutive_errors = 0;
 
 bool		jobflow_am_worker = false;
+
+/* the cluster's synchronous_commit, for claims (see jf_xact_begin_durable) */
+static char durable_commit[32] = "on";
 
 static volatile sig_atomic_t got_sigterm = false;
 
@@ -94,6 +97,21 @@ jf_xact_begin(const char *activity)
 		elog(ERROR, "SPI_connect failed");
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, activity);
+}
+
+/*
+ * The same, for a transaction whose commit must be as durable as the
+ * cluster's synchronous_commit makes any other (a claim: its requests go
+ * out right after it, and an attempt that may have been sent must never be
+ * forgotten by a crash or a failover).  The worker's other transactions
+ * commit asynchronously: what they lose, the next start recomputes.
+ */
+void
+jf_xact_begin_durable(const char *activity)
+{
+	jf_xact_begin(activity);
+	(void) set_config_option("synchronous_commit", durable_commit, PGC_SUSET,
+							 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
 }
 
 void
@@ -340,6 +358,8 @@ jobflow_worker_main(Datum main_arg)
 	jobflow_am_worker = true;
 	pgstat_report_appname("jobflow worker");
 	SetConfigOption("session_replication_role", "replica", PGC_SUSET, PGC_S_OVERRIDE);
+	strlcpy(durable_commit, GetConfigOption("synchronous_commit", false, false),
+			sizeof(durable_commit));
 	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	/* a role's objects in public must never resolve in the superuser worker */
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);

@@ -141,6 +141,7 @@ extern void log_writer_flush(void);
 
 /* worker.c */
 extern void jf_xact_begin(const char *activity);
+extern void jf_xact_begin_durable(const char *activity);
 extern void jf_xact_commit(void);
 extern void worker_publish_stats(WorkerState *ws);
 extern void worker_count_statement(int n);

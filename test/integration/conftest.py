@@ -16,7 +16,8 @@
 #              closed when the test ends.
 #   db         one autocommit connection (connect()).
 #   server     session: the cluster (Server below): worker_pid(),
-#              wait_worker(), wait_ready(), kill9(), restart(), set_guc().
+#              wait_worker(), wait_ready(), kill9(), restart(),
+#              crash_restart(), set_guc().
 #
 # Helpers (plain functions, importable with "from conftest import ..."):
 #   query(conn, sql, args)           rows as dicts
@@ -315,6 +316,12 @@ class Server:
     def restart(self):
         """pg_ctl restart -m fast -w: a clean shutdown, then a start."""
         self.pg_ctl("restart", "-m", "fast", "-w", "-t", "60", "-l", self.logfile)
+
+    def crash_restart(self):
+        """pg_ctl stop -m immediate (no shutdown checkpoint, WAL buffers
+        not written: as a crash), then a start with crash recovery."""
+        self.pg_ctl("stop", "-m", "immediate", "-w", "-t", "60")
+        self.pg_ctl("start", "-w", "-t", "60", "-l", self.logfile)
 
     def worker_pid(self, conn=None):
         """worker_status().pid (None when no worker), on conn or a fresh

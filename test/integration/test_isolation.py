@@ -275,8 +275,14 @@ def test_forged_wakeups_cost_no_statements(connect, db):
     def statements():
         return query(db, "SELECT statements FROM jobflow.worker_status()")[0]["statements"]
 
-    # what the worker does anyway meanwhile (housekeeping, earlier tests'
-    # outcomes), over a quiet stretch first
+    # what the worker does anyway meanwhile (housekeeping), over a quiet
+    # stretch first, once earlier tests' requests and parked tasks are gone
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        st = query(db, "SELECT in_flight, queued, buffered_rows FROM jobflow.worker_status()")[0]
+        if st["in_flight"] == 0 and st["queued"] == 0 and st["buffered_rows"] == 0:
+            break
+        time.sleep(0.5)
     base = statements()
     time.sleep(1.5)
     quiet = (statements() - base) / 1.5

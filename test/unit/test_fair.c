@@ -3,7 +3,8 @@
  * test_fair.c
  *	  Unit tests of the fair-share picker (src/fair.c): origins, due order
  *	  within a queue, per-origin, per-owner and global limits, round-robin
- *	  among queues, stale entries, and the depth a fast origin earns.
+ *	  among queues, stale entries, and nothing claimed beyond what can be
+ *	  sent at once.
  *
  *-------------------------------------------------------------------------
  */
@@ -17,14 +18,13 @@
 static JfFairPick picks[MAXPICK];
 
 static JfFairConfig
-config(int in_flight, int per_host, int per_owner, int ahead)
+config(int in_flight, int per_host, int per_owner)
 {
 	JfFairConfig c;
 
 	c.max_in_flight = in_flight;
 	c.max_per_host = per_host;
 	c.max_per_owner = per_owner;
-	c.max_ahead = ahead;
 	return c;
 }
 
@@ -52,7 +52,7 @@ test_origin(void)
 static void
 test_cap_and_order(void)
 {
-	JfFairConfig c = config(512, 8, 100, 1000);
+	JfFairConfig c = config(512, 8, 100);
 	JfFair	   *f = jf_fair_create(&c);
 	uint32_t	q = jf_fair_queue(f, 10, "http://slow:1/");
 	int			n;
@@ -61,15 +61,15 @@ test_cap_and_order(void)
 	CHECK(q == jf_fair_queue(f, 10, "HTTP://SLOW:1/other"));
 	for (k = 0; k < 50; k++)
 		CHECK(jf_fair_push(f, q, 1000 + k));
-	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
+	n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
 	CHECKF(n == 8, "picked %d", n);
 	for (k = 0; k < n; k++)
 		CHECK(picks[k].id == (uint64_t) (1000 + k) && picks[k].queue == q);
-	CHECK(jf_fair_pick(f, picks, MAXPICK, 1, NULL, NULL) == 0);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, NULL, NULL) == 0);
 	CHECK(jf_fair_parked(f) == 42 && jf_fair_claimed(f) == 8);
 	/* a release (claim did not take it) frees a place but earns no depth */
 	jf_fair_release(f, q);
-	n = jf_fair_pick(f, picks, MAXPICK, 2, NULL, NULL);
+	n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
 	CHECK(n == 1 && picks[0].id == 1008);
 	jf_fair_destroy(f);
 }
@@ -78,7 +78,7 @@ test_cap_and_order(void)
 static void
 test_slow_hosts_leave_room(void)
 {
-	JfFairConfig c = config(4096, 64, 1024, 1000);
+	JfFairConfig c = config(4096, 64, 1024);
 	JfFair	   *f = jf_fair_create(&c);
 	char		url[64];
 	int			h;
@@ -97,12 +97,12 @@ test_slow_hosts_leave_room(void)
 		for (k = 0; k < 1000; k++)
 			jf_fair_push(f, q, (uint64_t) h * 1000 + k);
 	}
-	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
+	n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
 	CHECKF(n == 1024, "owner 1 holds %d", n);
 	/* nothing comes back; the victim's task falls due after all that */
 	vq = jf_fair_queue(f, 2, "http://127.0.0.1:8080/fast");
 	jf_fair_push(f, vq, 999999);
-	n = jf_fair_pick(f, picks, MAXPICK, 5, NULL, NULL);
+	n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
 	for (k = 0; k < n; k++)
 		victim += picks[k].id == 999999;
 	CHECKF(n == 1 && victim == 1, "n %d victim %d", n, victim);
@@ -119,10 +119,10 @@ test_slow_hosts_leave_room(void)
 		for (k = 0; k < 1000; k++)
 			jf_fair_push(f, q, (uint64_t) h * 1000 + k);
 	}
-	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 640);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, NULL, NULL) == 640);
 	vq = jf_fair_queue(f, 1, "http://127.0.0.1:8080/fast");
 	jf_fair_push(f, vq, 999999);
-	n = jf_fair_pick(f, picks, MAXPICK, 5, NULL, NULL);
+	n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
 	CHECK(n == 1 && picks[0].id == 999999);
 	jf_fair_destroy(f);
 }
@@ -131,7 +131,7 @@ test_slow_hosts_leave_room(void)
 static void
 test_round_robin_and_global(void)
 {
-	JfFairConfig c = config(100, 1000, 1000, 0);
+	JfFairConfig c = config(100, 1000, 1000);
 	JfFair	   *f = jf_fair_create(&c);
 	uint32_t	big = jf_fair_queue(f, 1, "http://big/");
 	uint32_t	small = jf_fair_queue(f, 2, "http://small/");
@@ -143,7 +143,7 @@ test_round_robin_and_global(void)
 		jf_fair_push(f, big, k);
 	for (k = 0; k < 10; k++)
 		jf_fair_push(f, small, 100000 + k);
-	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
+	n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
 	CHECKF(n == 100, "global cap: picked %d", n);
 	for (k = 0; k < n; k++)
 		nsmall += picks[k].queue == small;
@@ -166,7 +166,7 @@ take_even(uint64_t id, void *arg)
 static void
 test_stale(void)
 {
-	JfFairConfig c = config(100, 5, 100, 0);
+	JfFairConfig c = config(100, 5, 100);
 	JfFair	   *f = jf_fair_create(&c);
 	uint32_t	q = jf_fair_queue(f, 1, "http://h/");
 	int			asked = 0;
@@ -175,18 +175,18 @@ test_stale(void)
 
 	for (k = 0; k < 20; k++)
 		jf_fair_push(f, q, k);
-	n = jf_fair_pick(f, picks, MAXPICK, 0, take_even, &asked);
+	n = jf_fair_pick(f, picks, MAXPICK, take_even, &asked);
 	CHECK(n == 5 && asked == 9);
 	for (k = 0; k < n; k++)
 		CHECK(picks[k].id == (uint64_t) (2 * k));
 	jf_fair_destroy(f);
 }
 
-/* A host that answers earns a queue as deep as what it answered lately. */
+/* Claimed means sendable now: a finished request makes room for one more. */
 static void
-test_ahead(void)
+test_claimed_is_sendable(void)
 {
-	JfFairConfig c = config(10000, 10, 10000, 500);
+	JfFairConfig c = config(10000, 10, 10000);
 	JfFair	   *f = jf_fair_create(&c);
 	uint32_t	q = jf_fair_queue(f, 1, "http://fast/");
 	int			k;
@@ -194,18 +194,23 @@ test_ahead(void)
 
 	for (k = 0; k < 5000; k++)
 		jf_fair_push(f, q, k);
-	CHECK(jf_fair_pick(f, picks, MAXPICK, 1000, NULL, NULL) == 10);
-	for (k = 0; k < 10; k++)
-		jf_fair_done(f, q, 1001);
-	n = jf_fair_pick(f, picks, MAXPICK, 1002, NULL, NULL);
-	CHECKF(n == 20, "after 10 answers: %d", n);
-	for (k = 0; k < n; k++)
-		jf_fair_done(f, q, 1050);
-	n = jf_fair_pick(f, picks, MAXPICK, 1060, NULL, NULL);
-	CHECKF(n == 40, "after 30 answers: %d", n);
-	/* a silent second forgets the depth */
-	n = jf_fair_pick(f, picks, MAXPICK, 3000, NULL, NULL);
-	CHECKF(n == 0, "silent host: %d more", n);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, NULL, NULL) == 10);
+	for (k = 0; k < 3; k++)
+		jf_fair_release(f, q);
+	n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
+	CHECKF(n == 3, "after 3 answers: %d", n);
+	CHECK(picks[0].id == 10 && picks[2].id == 12);
+	CHECK(jf_fair_claimed(f) == 10);
+	/* a lowered cap applies to the next pick, never to what is claimed */
+	c.max_per_host = 5;
+	jf_fair_set_config(f, &c);
+	for (k = 0; k < 4; k++)
+		jf_fair_release(f, q);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, NULL, NULL) == 0);
+	jf_fair_release(f, q);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, NULL, NULL) == 0);
+	jf_fair_release(f, q);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, NULL, NULL) == 1);
 	jf_fair_destroy(f);
 }
 
@@ -217,6 +222,6 @@ main(void)
 	test_slow_hosts_leave_room();
 	test_round_robin_and_global();
 	test_stale();
-	test_ahead();
+	test_claimed_is_sendable();
 	return unit_done("test_fair");
 }

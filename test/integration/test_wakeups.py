@@ -1,0 +1,90 @@
+# -------------------------------------------------------------------------
+#
+# test_wakeups.py
+#     Committed tasks wake the worker at commit only, once per statement,
+#     through shared memory (jobflow.wakeups() counts what was published),
+#     and are fired at once: a task due now fires within a fraction of a
+#     second, long before the rescan (every jobflow.reconcile_interval)
+#     would have found it.
+#
+# The counters are cluster-wide, and only transactions that write tasks or
+# timers publish; the tests run one at a time, so a delta measured around
+# a statement of a test is that statement's.
+#
+# -------------------------------------------------------------------------
+
+import io
+import time
+
+from conftest import query, schedule
+
+
+def ranges(db):
+    return query(db, "SELECT ranges FROM jobflow.wakeups()")[0]["ranges"]
+
+
+def test_wakeup_only_at_commit(connect, receiver, db):
+    tx = connect(autocommit=False)
+    url, tag = receiver.unique_url("/ok")
+    before = ranges(db)
+    schedule(tx, url)
+    time.sleep(0.3)
+    assert ranges(db) == before, "published before commit"
+    committed = time.time()
+    tx.commit()
+    assert ranges(db) == before + 1
+    got = receiver.wait_for(lambda r: ("t=" + tag) in r["query"], timeout=10)
+    assert got[0]["time"] - committed < 0.5, "fired %.3f s after commit" % (
+        got[0]["time"] - committed)
+
+
+def test_no_wakeup_after_rollback(connect, receiver, db):
+    tx = connect(autocommit=False)
+    url, tag = receiver.unique_url("/ok")
+    before = ranges(db)
+    schedule(tx, url)
+    tx.rollback()
+    time.sleep(0.5)
+    assert ranges(db) == before
+    assert receiver.tagged(tag) == []
+
+
+def test_insert_select_wakes_once(connect, receiver, db):
+    url, tag = receiver.unique_url("/ok")
+    before = ranges(db)
+    with db.cursor() as cur:
+        cur.execute("INSERT INTO jobflow.tasks (url, run_at)"
+                    " SELECT %s || '&n=' || g, now() FROM generate_series(1, 25) g", (url,))
+    assert ranges(db) == before + 1
+    receiver.wait_for(lambda r: ("t=" + tag) in r["query"], n=25, timeout=10)
+
+
+def test_copy_wakes_once(connect, receiver, db):
+    url, tag = receiver.unique_url("/ok")
+    before = ranges(db)
+    data = "".join("%s&n=%d\n" % (url, i) for i in range(30))
+    with db.cursor() as cur:
+        cur.copy_expert("COPY jobflow.tasks (url) FROM STDIN", io.StringIO(data))
+    assert ranges(db) == before + 1
+    receiver.wait_for(lambda r: ("t=" + tag) in r["query"], n=30, timeout=10)
+
+
+def test_two_statements_wake_at_commit(connect, receiver, db):
+    tx = connect(autocommit=False)
+    url, tag = receiver.unique_url("/ok")
+    before = ranges(db)
+    schedule(tx, url)
+    schedule(tx, url)
+    assert ranges(db) == before
+    tx.commit()
+    assert ranges(db) == before + 2
+    receiver.wait_for(lambda r: ("t=" + tag) in r["query"], n=2, timeout=10)
+
+
+def test_far_future_task_publishes_nothing(db, receiver):
+    """Tasks due beyond the notify window cost the transaction nothing: the
+    rolling rescan loads them in time."""
+    url, _ = receiver.unique_url("/ok")
+    before = ranges(db)
+    schedule(db, url, run_at_sql="now() + interval '1 hour'")
+    assert ranges(db) == before
