@@ -83,8 +83,8 @@ def test_kill9_interrupts_only_what_was_sent(connect, receiver, server):
     interrupted = [k for k, v in logged(db, ids).items() if v == "interrupted"]
     assert interrupted, "kill -9 interrupted nothing: the test did not test"
     unsent = [k for k in interrupted if k not in got]
-    per_host = int(query(db, "SHOW jobflow.max_requests_per_host")[0]["jobflow.max_requests_per_host"])
-    assert len(interrupted) <= per_host, "%d interrupted attempts" % len(interrupted)
-    # a claim committing in the instant of the kill may not have gone out
+    # interrupted: the requests in flight, and attempts whose outcome (written
+    # asynchronously) the crash lost; all of them reached the receiver, but
+    # for a claim committing in the instant of the kill
     assert len(unsent) <= 5, "%d of %d interrupted attempts never reached the receiver" % (
         len(unsent), len(interrupted))
