@@ -16,6 +16,8 @@ OBJS = \
 	src/jobflow.o \
 	src/task_check.o \
 	src/worker.o \
+	src/compat.o \
+	src/schema_version.o \
 	src/feed.o \
 	src/dispatch.o \
 	src/log_writer.o \

@@ -9,3 +9,11 @@
  * construction.  Every schema change of 0.2.0 goes here, grouped by the
  * issue it belongs to.
  */
+
+/*
+ * issue 13 (upgrades): wake a worker that waits for this update.  A worker
+ * of the 0.2.0 library finds a 0.1.0 schema, logs what to run and waits
+ * (schema_version.c); the notification is delivered at the commit of
+ * ALTER EXTENSION, so it may stay anywhere in this script.
+ */
+SELECT pg_catalog.pg_notify('jobflow', '');
