@@ -41,6 +41,11 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# a VPATH build (pg_buildext builds in build-<version>/) needs the objects' directory
+ifdef VPATH
+$(shell mkdir -p src)
+endif
+
 # PGXS does not track headers: a changed struct must rebuild every module
 $(OBJS): $(wildcard $(srcdir)/src/*.h)
 
