@@ -177,6 +177,17 @@ def test_update_from_0_1_0_while_the_worker_runs(connect, receiver, server, upgr
     assert query(db, "SELECT extversion FROM pg_extension WHERE extname = 'jobflow'")[0][
         "extversion"] == target
 
+    # \dx+ jobflow documents its objects: every function, table and view
+    undocumented = query(db, """
+        SELECT p.oid::regprocedure::text AS obj FROM pg_proc p
+         WHERE p.pronamespace = 'jobflow'::regnamespace
+           AND obj_description(p.oid, 'pg_proc') IS NULL
+        UNION ALL
+        SELECT c.oid::regclass::text FROM pg_class c
+         WHERE c.relnamespace = 'jobflow'::regnamespace AND c.relkind IN ('r', 'v')
+           AND obj_description(c.oid, 'pg_class') IS NULL""")
+    assert undocumented == []
+
     # it resumes by itself, the same process: due tasks and cron timers fire
     states = wait_final(db, due, timeout=30)
     assert set(states.values()) == {"succeeded"}, states
