@@ -16,6 +16,8 @@ OBJS = \
 	src/jobflow.o \
 	src/task_check.o \
 	src/worker.o \
+	src/compat.o \
+	src/schema_version.o \
 	src/feed.o \
 	src/dispatch.o \
 	src/log_writer.o \
@@ -40,6 +42,11 @@ SHLIB_LINK = -lcurl
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# a VPATH build (pg_buildext builds in build-<version>/) needs the objects' directory
+ifdef VPATH
+$(shell mkdir -p src)
+endif
 
 # PGXS does not track headers: a changed struct must rebuild every module
 $(OBJS): $(wildcard $(srcdir)/src/*.h)

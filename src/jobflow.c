@@ -26,7 +26,12 @@
 #include "utils/timestamp.h"
 #include "access/htup_details.h"
 
+/* 18+: name and version shown by pg_get_loaded_modules() */
+#ifdef PG_MODULE_MAGIC_EXT
+PG_MODULE_MAGIC_EXT(.name = "jobflow",.version = JOBFLOW_VERSION);
+#else
 PG_MODULE_MAGIC;
+#endif
 
 char	   *jobflow_database_name = NULL;
 int			jobflow_horizon_s = 3600;

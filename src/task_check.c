@@ -16,6 +16,7 @@
  */
 #include "jobflow.h"
 #include "task_check.h"
+#include "compat.h"
 
 #include "access/detoast.h"
 #include "access/htup_details.h"
@@ -594,9 +595,9 @@ announce_row(HeapTuple tuple, TupleDesc desc, TaskColumns *cols)
 	int64		id = DatumGetInt64(get_column(tuple, desc, cols->id, &isnull));
 	TimestampTz run_at = DatumGetTimestampTz(get_column(tuple, desc, cols->run_at, &isnull));
 
-	if (!announce.any || announce.lxid != MyProc->lxid)
+	if (!announce.any || announce.lxid != JF_MY_LXID)
 	{
-		announce.lxid = MyProc->lxid;
+		announce.lxid = JF_MY_LXID;
 		announce.min_id = announce.max_id = id;
 		announce.min_run_at = run_at;
 		announce.any = true;
@@ -774,7 +775,7 @@ jobflow_notify_worker(PG_FUNCTION_ARGS)
 		!TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event))
 		elog(ERROR, "jobflow_notify_worker: must be fired after each statement");
 
-	if (announce.any && announce.lxid == MyProc->lxid)
+	if (announce.any && announce.lxid == JF_MY_LXID)
 	{
 		register_callback();
 		if (nannouncements == maxannouncements)

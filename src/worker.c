@@ -20,6 +20,8 @@
  *-------------------------------------------------------------------------
  */
 #include "worker.h"
+#include "compat.h"
+#include "schema_version.h"
 
 #include <sys/resource.h>
 #ifdef __GLIBC__
@@ -167,30 +169,24 @@ extension_exists(void)
 	bool		exists;
 
 	jf_xact_begin("jobflow: waiting for CREATE EXTENSION jobflow");
-	exists = OidIsValid(get_extension_oid("jobflow", true));
+	/* absent or older than this library: logs once what to run */
+	exists = jf_schema_ready();
 	jf_xact_commit();
 	return exists;
 }
 
 /*
- * Until CREATE EXTENSION runs in jobflow.database_name there is nothing to
- * do.  The extension script sends NOTIFY jobflow, which wakes us at once;
- * the timeout is only a fallback.
+ * Until CREATE EXTENSION (or ALTER EXTENSION UPDATE, see schema_version.c)
+ * runs in jobflow.database_name there is nothing to do.  Both scripts send
+ * NOTIFY jobflow, which wakes us at once; the timeout is only a fallback.
  */
 static void
 wait_for_extension(WorkerState *ws)
 {
-	bool		logged = false;
-
 	while (!extension_exists())
 	{
-		if (!logged)
-			ereport(LOG,
-					(errmsg("jobflow worker waiting for CREATE EXTENSION jobflow in database \"%s\"",
-							jobflow_database_name)));
-		logged = true;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 EXTENSION_WAIT_MS, PG_WAIT_EXTENSION);
+						 EXTENSION_WAIT_MS, jf_wait_event(JF_WAIT_SCHEMA));
 		ResetLatch(MyLatch);
 		if (got_sigterm)
 			proc_exit(1);
@@ -272,7 +268,7 @@ shut_down(WorkerState *ws, WaitEventSet *wes)
 
 		if (http_timeout >= 0)
 			timeout = Min(timeout, http_timeout);
-		(void) WaitEventSetWait(wes, timeout, &ev, 1, PG_WAIT_EXTENSION);
+		(void) WaitEventSetWait(wes, timeout, &ev, 1, jf_wait_event(JF_WAIT_MAIN));
 		ResetLatch(MyLatch);
 		dispatch_collect(ws);
 	}
@@ -335,7 +331,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 			timeout = http_timeout;
 		if (timeout != 0)
 		{
-			(void) WaitEventSetWait(wes, timeout, &ev, 1, PG_WAIT_EXTENSION);
+			(void) WaitEventSetWait(wes, timeout, &ev, 1, jf_wait_event(JF_WAIT_MAIN));
 			ResetLatch(MyLatch);
 		}
 		CHECK_FOR_INTERRUPTS();
@@ -401,7 +397,7 @@ jobflow_worker_main(Datum main_arg)
 			(errmsg("jobflow worker started in database \"%s\" with %zu task(s) due within %d s",
 					jobflow_database_name, jf_wheel_count(ws.wheel), jobflow_horizon_s)));
 
-	wes = CreateWaitEventSet(TopMemoryContext, 3);
+	wes = jf_create_wait_event_set(3);
 	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	AddWaitEventToSet(wes, WL_SOCKET_READABLE, jf_http_fd(ws.http), NULL, NULL);

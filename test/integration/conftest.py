@@ -172,8 +172,8 @@ def second_receiver(tmp_path):
 
 def _connect(autocommit=True, **kwargs):
     # libpq takes host, port, user and database from the PG* variables
-    conn = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "jobflow"),
-                            **kwargs)
+    kwargs.setdefault("dbname", os.environ.get("PGDATABASE", "jobflow"))
+    conn = psycopg2.connect(**kwargs)
     conn.autocommit = autocommit
     return conn
 

@@ -1,0 +1,56 @@
+/*-------------------------------------------------------------------------
+ *
+ * compat.h
+ *	  What differs between the PostgreSQL major versions jobflow supports
+ *	  (15 to 18), in one place, behind PG_VERSION_NUM checks.
+ *
+ * Reviewed against the headers of 16, 17 and 18: PGPROC's local
+ * transaction id moved into vxid in 17; CreateWaitEventSet() takes a
+ * ResourceOwner since 17 and lives in storage/waiteventset.h since 18;
+ * custom wait event names exist since 17; PG_MODULE_MAGIC_EXT since 18.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef JOBFLOW_COMPAT_H
+#define JOBFLOW_COMPAT_H
+
+#include "postgres.h"
+
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/memutils.h"
+#if PG_VERSION_NUM >= 180000
+#include "storage/waiteventset.h"
+#endif
+
+/* The current local transaction id of this backend. */
+#if PG_VERSION_NUM >= 170000
+#define JF_MY_LXID (MyProc->vxid.lxid)
+#else
+#define JF_MY_LXID (MyProc->lxid)
+#endif
+
+/*
+ * A WaitEventSet for the life of the process: owned by no resource owner
+ * (17+), allocated in TopMemoryContext.
+ */
+static inline WaitEventSet *
+jf_create_wait_event_set(int nevents)
+{
+#if PG_VERSION_NUM >= 170000
+	return CreateWaitEventSet(NULL, nevents);
+#else
+	return CreateWaitEventSet(TopMemoryContext, nevents);
+#endif
+}
+
+/* What the worker waits on, as pg_stat_activity.wait_event shows it. */
+typedef enum JfWaitEvent
+{
+	JF_WAIT_MAIN,				/* the loop: due tasks, requests, notifies */
+	JF_WAIT_SCHEMA				/* CREATE EXTENSION or UPDATE to come */
+} JfWaitEvent;
+
+extern uint32 jf_wait_event(JfWaitEvent which);
+
+#endif							/* JOBFLOW_COMPAT_H */
