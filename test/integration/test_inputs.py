@@ -118,3 +118,21 @@ def test_psql_copy_as_application_role(db, app_role):
               ("%" + tag + "%", app_role))[0]["n"]
     assert n == 2000
     print("\\copy of 2000 rows through jobflow.task_import: %.2f s" % elapsed)
+
+
+def test_copy_into_task_import_notifies_once(connect, app_role, receiver):
+    """The view inserts one row per statement; the touching id ranges are
+    announced as one NOTIFY at commit, not one per row."""
+    from test_notify import make_listener, wait_covering
+
+    listener = make_listener(connect)
+    url, tag = receiver.unique_url("/ok")
+    data = "".join("%s&n=%d\n" % (url, i) for i in range(30))
+    assert _copy(connect, app_role, "COPY jobflow.task_import (url) FROM STDIN", data) == 30
+    db = connect()
+    ids = [r["id"] for r in query(db, "SELECT id FROM jobflow.tasks WHERE url LIKE %s ORDER BY id",
+                                  ("%" + tag + "%",))]
+    assert len(ids) == 30
+    notes = wait_covering(listener, ids)
+    assert [n[2] for n in notes] == ["%d %d" % (ids[0], ids[-1])]
+    wait_final(db, ids, timeout=30.0)

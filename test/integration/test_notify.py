@@ -138,4 +138,9 @@ def test_two_statements_in_one_transaction_notify_at_commit(connect, receiver):
     tx.commit()
     notes = wait_covering(listener, [first, second])
     payloads = sorted(n[2] for n in notes)
-    assert payloads == sorted(["%d %d" % (first, first), "%d %d" % (second, second)])
+    if second == first + 1:
+        # ranges of statements that touch are announced as one (a COPY into
+        # jobflow.task_import inserts one row per statement)
+        assert payloads == ["%d %d" % (first, second)]
+    else:
+        assert payloads == sorted(["%d %d" % (first, first), "%d %d" % (second, second)])
