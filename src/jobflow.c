@@ -168,6 +168,11 @@ jobflow_apply_setting_rules(void)
 	jobflow_max_per_host = Min(configured.max_per_host, configured.max_concurrent);
 }
 
+/*
+ * One assign hook per setting involved in a rule: record what was
+ * configured, then derive every value in effect again, so the result does
+ * not depend on the order in which a reload assigns the settings.
+ */
 #define JOBFLOW_ASSIGN_HOOK(field) \
 static void \
 assign_##field(int newval, void *extra) \
