@@ -123,12 +123,18 @@ printable_name(const char *name)
 
 /*
  * PostgreSQL's zone of that name, as SET TIME ZONE would find it.  Leap
- * second zones are refused as the server refuses them for timezone.
+ * second zones are refused as the server refuses them for timezone.  So
+ * are zones whose offset from UTC is a day or more: a POSIX rule such as
+ * "<+99>-99" parses, but no wall clock of it maps to an instant the walk
+ * in cron.c accepts, so a timer in it would never fire.
  */
 static pg_tz *
 lookup_zone(const char *name)
 {
 	pg_tz	   *tz = pg_tzset(name);
+	int32_t		off;
+	int32_t		next_off;
+	int64_t		next_change;
 
 	if (tz == NULL || !pg_tz_acceptable(tz))
 		ereport(ERROR,
@@ -136,6 +142,16 @@ lookup_zone(const char *name)
 				 printable_name(name) ?
 				 errmsg("time zone \"%s\" not recognized", name) :
 				 errmsg("time zone not recognized"),
+				 errhint("Use a name from pg_timezone_names, for example \"Europe/Paris\" or \"UTC\".")));
+	if (!pgtz_lookup(tz, (int64_t) time(NULL), &off, &next_change, &next_off) ||
+		off <= -SECS_PER_DAY || off >= SECS_PER_DAY ||
+		next_off <= -SECS_PER_DAY || next_off >= SECS_PER_DAY)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 printable_name(name) ?
+				 errmsg("time zone \"%s\" has an offset from UTC of a day or more", name) :
+				 errmsg("time zone has an offset from UTC of a day or more"),
+				 errdetail("No wall-clock time of such a zone can be scheduled."),
 				 errhint("Use a name from pg_timezone_names, for example \"Europe/Paris\" or \"UTC\".")));
 	return tz;
 }
@@ -255,10 +271,7 @@ jobflow_cron_check(PG_FUNCTION_ARGS)
 	int			next_col;
 	int			tz_col;
 
-	if (!CALLED_AS_TRIGGER(fcinfo) ||
-		!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
-		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
-		elog(ERROR, "jobflow_cron_check: must be fired before each row");
+	jobflow_require_trigger(fcinfo, "jobflow._cron_check", true, true, "cron_timers");
 
 	desc = trigdata->tg_relation->rd_att;
 	is_insert = TRIGGER_FIRED_BY_INSERT(trigdata->tg_event);
@@ -313,7 +326,12 @@ jobflow_cron_check(PG_FUNCTION_ARGS)
 		else if (next_occurrence(&s, tz, GetCurrentTimestamp(), &next))
 			repl[next_col - 1] = TimestampTzGetDatum(next);
 		else
-			repl_null[next_col - 1] = true;
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cron schedule has no occurrence after now in time zone \"%s\"",
+							pg_get_timezone_name(tz)),
+					 errdetail("An active timer must fire; this one never would."),
+					 errhint("Check the schedule and the time zone, or create the timer inactive.")));
 	}
 
 	if (!is_insert)

@@ -79,8 +79,8 @@ fair_config(void)
 	JfFairConfig cfg;
 
 	cfg.max_in_flight = jobflow_max_concurrent;
-	cfg.max_per_host = Min(jobflow_max_per_host, jobflow_max_concurrent);
-	cfg.max_per_owner = Min(jobflow_max_per_owner, jobflow_max_concurrent);
+	cfg.max_per_host = jobflow_max_per_host;
+	cfg.max_per_owner = jobflow_max_per_owner;
 	return cfg;
 }
 

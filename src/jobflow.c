@@ -52,6 +52,35 @@ int			jobflow_shutdown_grace_ms = 5000;
 char	   *jobflow_deny_networks = NULL;
 bool		jobflow_follow_cross_origin_redirects = false;
 
+/*
+ * Settings bound by a rule on another setting.  The GUC machinery writes
+ * what was configured into the guc_* variables; the exported jobflow_*
+ * variables of the same settings (above) hold the value in effect, which
+ * jobflow_apply_setting_rules() derives from all of them.
+ */
+static int	guc_max_per_host = 64;
+static int	guc_max_per_owner = 1024;
+static int	guc_log_flush_ms = 50;
+static int	guc_retry_base_ms = 1000;
+static int	guc_reconcile_ms = 5000;
+
+/*
+ * What every setting involved in a rule was configured to, written by the
+ * assign hooks.  An assign hook runs before the GUC machinery stores the
+ * new value, so the rules read these rather than the GUC variables.
+ */
+static struct
+{
+	int			horizon_s;
+	int			max_concurrent;
+	int			max_per_host;
+	int			max_per_owner;
+	int			log_flush_ms;
+	int			retry_base_ms;
+	int			retry_max_ms;
+	int			reconcile_ms;
+}			configured = {3600, 4096, 64, 1024, 50, 1000, 3600 * 1000, 5000};
+
 JobflowShared *jobflow_shared = NULL;
 
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -61,6 +90,7 @@ static shmem_request_hook_type prev_shmem_request_hook = NULL;
 
 void		_PG_init(void);
 static void jobflow_define_gucs(void);
+static void jobflow_apply_setting_rules(void);
 static void jobflow_shmem_request(void);
 static void jobflow_shmem_startup(void);
 
@@ -115,6 +145,112 @@ check_deny_networks(char **newval, void **extra, GucSource source)
 	return false;
 }
 
+/*
+ * Cross-setting rules.  A check hook sees only the values the other
+ * settings have now, and a reload sets them one after the other in file
+ * order, so a rule checked there would refuse or accept a pair of values
+ * depending on which line comes first.  Instead every setting involved
+ * records its configured value in an assign hook, and the value in effect
+ * of the dependent setting is derived from the whole set after each of
+ * them; the worker reports every clamped value once per (re)load
+ * (jobflow_report_setting_rules).  Each rule bounds the dependent setting
+ * by its counterpart:
+ *
+ * reconcile_interval <= horizon / 3: the rolling rescan must extend the
+ *		horizon well before the worker reaches its end, or tasks due beyond
+ *		the notify window are loaded, and fired, up to an interval late.
+ * log_flush_ms <= reconcile_interval: an outcome must be written before
+ *		the next rescan looks at the task it belongs to.
+ * retry_backoff_base <= retry_backoff_max: the first retry cannot wait
+ *		longer than the longest delay.
+ * max_requests_per_host <= max_concurrent_requests: a per-host cap above
+ *		the global one promises concurrency that never happens.
+ * max_requests_per_owner <= max_concurrent_requests: likewise, per role.
+ */
+static void
+jobflow_apply_setting_rules(void)
+{
+	int			reconcile_max = (int) Min((int64) configured.horizon_s * 1000 / 3, INT_MAX);
+
+	jobflow_reconcile_ms = Min(configured.reconcile_ms, reconcile_max);
+	jobflow_log_flush_ms = Min(configured.log_flush_ms, jobflow_reconcile_ms);
+	jobflow_retry_base_ms = Min(configured.retry_base_ms, configured.retry_max_ms);
+	jobflow_max_per_host = Min(configured.max_per_host, configured.max_concurrent);
+	jobflow_max_per_owner = Min(configured.max_per_owner, configured.max_concurrent);
+}
+
+/*
+ * One assign hook per setting involved in a rule: record what was
+ * configured, then derive every value in effect again, so the result does
+ * not depend on the order in which a reload assigns the settings.
+ */
+#define JOBFLOW_ASSIGN_HOOK(field) \
+static void \
+assign_##field(int newval, void *extra) \
+{ \
+	configured.field = newval; \
+	jobflow_apply_setting_rules(); \
+}
+
+JOBFLOW_ASSIGN_HOOK(horizon_s)
+JOBFLOW_ASSIGN_HOOK(max_concurrent)
+JOBFLOW_ASSIGN_HOOK(max_per_host)
+JOBFLOW_ASSIGN_HOOK(max_per_owner)
+JOBFLOW_ASSIGN_HOOK(log_flush_ms)
+JOBFLOW_ASSIGN_HOOK(retry_base_ms)
+JOBFLOW_ASSIGN_HOOK(retry_max_ms)
+JOBFLOW_ASSIGN_HOOK(reconcile_ms)
+
+/*
+ * One WARNING per rule the configuration breaks, naming both settings and
+ * the value in effect.  Called by the worker after it (re)reads the
+ * configuration, so a DBA finds it next to the reload in the server log.
+ */
+void
+jobflow_report_setting_rules(void)
+{
+	if (jobflow_reconcile_ms != configured.reconcile_ms)
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("jobflow.reconcile_interval (%d ms) is more than a third of jobflow.horizon (%d s)",
+						configured.reconcile_ms, configured.horizon_s),
+				 errdetail("The worker uses jobflow.reconcile_interval = %d ms.",
+						   jobflow_reconcile_ms),
+				 errhint("Lower jobflow.reconcile_interval or raise jobflow.horizon.")));
+	if (jobflow_log_flush_ms != configured.log_flush_ms)
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("jobflow.log_flush_ms (%d ms) is more than jobflow.reconcile_interval (%d ms in effect)",
+						configured.log_flush_ms, jobflow_reconcile_ms),
+				 errdetail("The worker uses jobflow.log_flush_ms = %d ms.",
+						   jobflow_log_flush_ms),
+				 errhint("Lower jobflow.log_flush_ms or raise jobflow.reconcile_interval.")));
+	if (jobflow_retry_base_ms != configured.retry_base_ms)
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("jobflow.retry_backoff_base (%d ms) is more than jobflow.retry_backoff_max (%d ms)",
+						configured.retry_base_ms, configured.retry_max_ms),
+				 errdetail("The worker uses jobflow.retry_backoff_base = %d ms.",
+						   jobflow_retry_base_ms),
+				 errhint("Lower jobflow.retry_backoff_base or raise jobflow.retry_backoff_max.")));
+	if (jobflow_max_per_host != configured.max_per_host)
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("jobflow.max_requests_per_host (%d) is more than jobflow.max_concurrent_requests (%d)",
+						configured.max_per_host, configured.max_concurrent),
+				 errdetail("The worker uses jobflow.max_requests_per_host = %d.",
+						   jobflow_max_per_host),
+				 errhint("Lower jobflow.max_requests_per_host or raise jobflow.max_concurrent_requests.")));
+	if (jobflow_max_per_owner != configured.max_per_owner)
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("jobflow.max_requests_per_owner (%d) is more than jobflow.max_concurrent_requests (%d)",
+						configured.max_per_owner, configured.max_concurrent),
+				 errdetail("The worker uses jobflow.max_requests_per_owner = %d.",
+						   jobflow_max_per_owner),
+				 errhint("Lower jobflow.max_requests_per_owner or raise jobflow.max_concurrent_requests.")));
+}
+
 /* All settings in one place, so README and code cannot drift apart. */
 static void
 jobflow_define_gucs(void)
@@ -127,7 +263,7 @@ jobflow_define_gucs(void)
 							"How far ahead the worker keeps due tasks in memory.",
 							"Tasks due later stay in the table until the horizon reaches them.",
 							&jobflow_horizon_s, 3600, 60, 86400,
-							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+							PGC_SIGHUP, GUC_UNIT_S, NULL, assign_horizon_s, NULL);
 	DefineCustomIntVariable("jobflow.max_body_size",
 							"Largest request body a task may carry.",
 							NULL, &jobflow_max_body_size, 1024 * 1024, 0, 64 * 1024 * 1024,
@@ -140,16 +276,17 @@ jobflow_define_gucs(void)
 							"Most HTTP requests the worker has in flight at once.",
 							"Each costs a socket and some memory only: sized for thousands, so that slow hosts leave room for the others.",
 							&jobflow_max_concurrent, 4096, 1, 65536,
-							PGC_SIGHUP, 0, NULL, NULL, NULL);
+							PGC_SIGHUP, 0, NULL, assign_max_concurrent, NULL);
 	DefineCustomIntVariable("jobflow.max_requests_per_host",
 							"Most HTTP requests in flight to one host and port.",
-							NULL, &jobflow_max_per_host, 64, 1, 65536,
-							PGC_SIGHUP, 0, NULL, NULL, NULL);
+							"At most jobflow.max_concurrent_requests.",
+							&guc_max_per_host, 64, 1, 65536,
+							PGC_SIGHUP, 0, NULL, assign_max_per_host, NULL);
 	DefineCustomIntVariable("jobflow.max_requests_per_owner",
 							"Most HTTP requests of one owner's tasks claimed and not finished.",
-							"Whatever the number of hosts a role sends to, the rest of jobflow.max_concurrent_requests stays free for other roles.",
-							&jobflow_max_per_owner, 1024, 1, 65536,
-							PGC_SIGHUP, 0, NULL, NULL, NULL);
+							"Whatever the number of hosts a role sends to, the rest of jobflow.max_concurrent_requests stays free for other roles.  At most jobflow.max_concurrent_requests.",
+							&guc_max_per_owner, 1024, 1, 65536,
+							PGC_SIGHUP, 0, NULL, assign_max_per_owner, NULL);
 	DefineCustomIntVariable("jobflow.max_response_size",
 							"How much of each response body is kept in the task log.",
 							NULL, &jobflow_max_response_size, 4096, 0, 1024 * 1024,
@@ -164,24 +301,27 @@ jobflow_define_gucs(void)
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("jobflow.log_flush_ms",
 							"Longest time an outcome stays buffered before it is written.",
-							NULL, &jobflow_log_flush_ms, 50, 1, 60000,
-							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+							"At most jobflow.reconcile_interval.",
+							&guc_log_flush_ms, 50, 1, 60000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, assign_log_flush_ms, NULL);
 	DefineCustomIntVariable("jobflow.claim_batch_size",
 							"Most due tasks claimed by one statement.",
 							NULL, &jobflow_claim_batch_size, 1000, 1, 100000,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("jobflow.retry_backoff_base",
 							"Delay before the first retry; it doubles with each attempt.",
-							NULL, &jobflow_retry_base_ms, 1000, 1, INT_MAX,
-							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+							"At most jobflow.retry_backoff_max.",
+							&guc_retry_base_ms, 1000, 1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, assign_retry_base_ms, NULL);
 	DefineCustomIntVariable("jobflow.retry_backoff_max",
 							"Longest delay between two attempts, Retry-After included.",
 							NULL, &jobflow_retry_max_ms, 3600 * 1000, 1, INT_MAX,
-							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, assign_retry_max_ms, NULL);
 	DefineCustomIntVariable("jobflow.reconcile_interval",
 							"How often the worker rescans the table for tasks it was not told about.",
-							NULL, &jobflow_reconcile_ms, 5000, 100, 3600 * 1000,
-							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+							"At most a third of jobflow.horizon.",
+							&guc_reconcile_ms, 5000, 100, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, assign_reconcile_ms, NULL);
 	DefineCustomIntVariable("jobflow.shutdown_grace",
 							"How long a stopping worker waits for requests in flight.",
 							NULL, &jobflow_shutdown_grace_ms, 5000, 0, 600 * 1000,

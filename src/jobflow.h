@@ -43,6 +43,13 @@ extern char *jobflow_deny_networks;
 extern bool jobflow_follow_cross_origin_redirects;
 
 /*
+ * jobflow_max_per_host, jobflow_log_flush_ms, jobflow_retry_base_ms and
+ * jobflow_reconcile_ms hold the values in effect, bounded by the rules
+ * between settings (jobflow.c); this warns about each value so bounded.
+ */
+extern void jobflow_report_setting_rules(void);
+
+/*
  * What the worker publishes for other backends: the due time before which
  * it wants to be told about new tasks (so that schedule() only sends NOTIFY
  * when the worker needs it) and the figures jobflow.worker_status() shows.  Counters

@@ -25,17 +25,23 @@
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
+#include <arpa/inet.h>
+
 #define URL_MAX_LENGTH		8192
+#define HOST_MAX_LENGTH		253		/* RFC 1035: a name in text form */
+#define LABEL_MAX_LENGTH	63
 #define QUEUE_MAX_LENGTH	63
 #define HEADER_NAME_MAX		256
 #define TIMEOUT_MAX_MS		3600000
@@ -72,6 +78,12 @@ static const char *const reserved_headers[] = {
 
 static void lookup_columns(Relation rel, TaskColumns *cols);
 static void check_url(const char *url);
+static void check_ipv6_host(const char *start, const char *end);
+static void check_name_host(const char *start, const char *end);
+static void check_queue(const char *queue);
+static void check_run_at(HeapTuple tuple, TupleDesc desc, TaskColumns *cols);
+static bool request_changed(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc,
+							TaskColumns *cols);
 static char *check_method(const char *method);
 static void check_header_value(const char *what, const char *value, int len);
 static void check_headers(Jsonb *headers, bool has_content_type);
@@ -80,6 +92,51 @@ static void check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 static const char *state_name(Datum state);
 static void check_transition(HeapTuple oldtup, HeapTuple newtup,
 							 TupleDesc desc, TaskColumns *cols);
+
+/*
+ * The trigger functions read columns by name and keep per-relation state:
+ * attached to any other table, or at another timing, they would fail in
+ * ways that look like bugs (XX000) or announce rows that are no tasks.
+ * Only a superuser can get that far (EXECUTE is revoked from everyone
+ * else, and SQL refuses a direct call of a trigger function), but the
+ * answer is still a clear error.
+ */
+void
+jobflow_require_trigger(FunctionCallInfo fcinfo, const char *funcname,
+						bool before, bool row, const char *relname)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	static Oid	checked[2] = {InvalidOid, InvalidOid};	/* tasks, cron_timers */
+	Oid		   *known;
+	Relation	rel;
+	char	   *nspname;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function \"%s\" was not called by trigger manager", funcname)));
+	if ((before ? !TRIGGER_FIRED_BEFORE(trigdata->tg_event) :
+		 !TRIGGER_FIRED_AFTER(trigdata->tg_event)) ||
+		(row ? !TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) :
+		 !TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event)))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function \"%s\" must be fired %s %s", funcname,
+						before ? "BEFORE" : "AFTER", row ? "for each row" : "for each statement")));
+	/* once per relation: the row triggers run for every row of a COPY */
+	rel = trigdata->tg_relation;
+	known = &checked[strcmp(relname, "tasks") == 0 ? 0 : 1];
+	if (RelationGetRelid(rel) == *known)
+		return;
+	nspname = get_namespace_name(RelationGetNamespace(rel));
+	if (nspname == NULL || strcmp(nspname, "jobflow") != 0 ||
+		strcmp(RelationGetRelationName(rel), relname) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function \"%s\" can only be fired on jobflow.%s", funcname, relname),
+				 errdetail("It is internal to jobflow.")));
+	*known = RelationGetRelid(rel);
+}
 
 static int
 column_number(TupleDesc desc, const char *name)
@@ -206,6 +263,7 @@ check_url(const char *url)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("callback URL has an invalid IPv6 host")));
+		check_ipv6_host(authority + 1, p);
 		p++;
 	}
 	else
@@ -219,6 +277,8 @@ check_url(const char *url)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("callback URL has no host")));
+		if (p == host_end || *p == ':')
+			check_name_host(start, p);
 	}
 
 	if (p < host_end && *p == ':')
@@ -239,6 +299,127 @@ check_url(const char *url)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("callback URL has an invalid character in its host at byte %d",
 						(int) (p - url) + 1)));
+}
+
+/*
+ * An IP-literal of RFC 3986 must hold an IPv6 address: inet_pton() is the
+ * grammar of RFC 4291 section 2.2.  IPvFuture and zone identifiers (RFC
+ * 6874) are refused by the character scan in check_url already.
+ */
+static void
+check_ipv6_host(const char *start, const char *end)
+{
+	char		buf[INET6_ADDRSTRLEN + 1];
+	unsigned char addr[16];
+
+	if (end - start >= (ptrdiff_t) sizeof(buf))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("callback URL has an invalid IPv6 host"),
+				 errdetail("The address between brackets is too long for an IPv6 address.")));
+	memcpy(buf, start, end - start);
+	buf[end - start] = '\0';
+	if (inet_pton(AF_INET6, buf, addr) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("callback URL has an invalid IPv6 host"),
+				 errdetail("The host between brackets must be an IPv6 address as in RFC 4291, such as [2001:db8::1].")));
+}
+
+/*
+ * A host that is not bracketed is an IPv4 address or a DNS name.  RFC 3986
+ * would take any run of unreserved characters as a reg-name, but a
+ * resolver only ever finds names made of labels (RFC 1123 section 2.1: 1
+ * to 63 letters, digits or hyphens, neither first nor last a hyphen; at
+ * most 253 characters; underscores are kept, as some service names use
+ * them), and a name whose last label is numeric is no DNS name at all
+ * (RFC 3696 section 2): resolvers and libcurl take "1.2.3.4.5", "127.1",
+ * "0" or "0x7f.1" as legacy IPv4 forms, so only the dotted-decimal form of
+ * RFC 3986 is accepted there.  A single trailing dot (a fully qualified
+ * name) is allowed.
+ */
+static void
+check_name_host(const char *start, const char *end)
+{
+	const char *label = start;
+	const char *last_label = start;
+	const char *p;
+	bool		numeric = true;
+	bool		hex;
+
+	if (end > start && end[-1] == '.' && end - 1 > start)
+		end--;
+	if (end - start > HOST_MAX_LENGTH)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("callback URL has an invalid host"),
+				 errdetail("A host name has at most %d characters.", HOST_MAX_LENGTH)));
+	for (p = start; p <= end; p++)
+	{
+		if (p < end && *p != '.')
+			continue;
+		if (p == label || p - label > LABEL_MAX_LENGTH ||
+			*label == '-' || p[-1] == '-')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("callback URL has an invalid host"),
+					 errdetail("A host name is made of labels of 1 to %d letters, digits, hyphens or underscores, separated by dots, none beginning or ending with a hyphen.",
+							   LABEL_MAX_LENGTH)));
+		last_label = label;
+		label = p + 1;
+	}
+
+	/* numeric last label: decimal, or the 0x hex a resolver would accept */
+	p = last_label;
+	hex = (end - p > 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X'));
+	for (p += hex ? 2 : 0; p < end; p++)
+	{
+		if (!(hex ? isxdigit((unsigned char) *p) : isdigit((unsigned char) *p)))
+			numeric = false;
+	}
+	if (numeric)
+	{
+		char		buf[HOST_MAX_LENGTH + 1];
+		struct in_addr addr;
+
+		memcpy(buf, start, end - start);
+		buf[end - start] = '\0';
+		/* glibc's inet_pton takes exactly four decimal parts, no leading 0 */
+		if (inet_pton(AF_INET, buf, &addr) != 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("callback URL has an invalid IPv4 host"),
+					 errdetail("A host whose last label is a number must be an IPv4 address in dotted-decimal form, such as 192.0.2.1.")));
+	}
+}
+
+/*
+ * Queue names are labels an operator reads in psql and in logs: printable
+ * characters only, no leading or trailing space.  Control characters
+ * (C0, DEL and, in UTF-8, C1) could rewrite a terminal or forge log lines.
+ */
+static void
+check_queue(const char *queue)
+{
+	const unsigned char *p = (const unsigned char *) queue;
+	size_t		len = strlen(queue);
+
+	for (; *p; p++)
+	{
+		if (*p < 0x20 || *p == 0x7f ||
+			(GetDatabaseEncoding() == PG_UTF8 && p[0] == 0xc2 &&
+			 p[1] >= 0x80 && p[1] <= 0x9f))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("queue name contains a control character at byte %d",
+							(int) (p - (const unsigned char *) queue) + 1),
+					 errdetail("A queue name has 1 to %d bytes of printable characters.",
+							   QUEUE_MAX_LENGTH)));
+	}
+	if (queue[0] == ' ' || queue[len - 1] == ' ')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("queue name must not begin or end with a space")));
 }
 
 /* RFC 9110 token characters, the only ones allowed in a header name. */
@@ -302,6 +483,8 @@ check_headers(Jsonb *headers, bool has_content_type)
 	JsonbValue	v;
 	JsonbIteratorToken tok;
 	int64		total = 0;
+	char	  **seen;
+	int			nseen = 0;
 
 	if (!JB_ROOT_IS_OBJECT(headers) || JB_ROOT_IS_SCALAR(headers))
 		ereport(ERROR,
@@ -309,6 +492,8 @@ check_headers(Jsonb *headers, bool has_content_type)
 				 errmsg("headers must be a JSON object"),
 				 errhint("Pass headers as {\"Name\": \"value\", ...}.")));
 
+	/* every name, to refuse two that differ only in case */
+	seen = palloc(Max(JB_ROOT_COUNT(headers), 1) * sizeof(char *));
 	it = JsonbIteratorInit(&headers->root);
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
@@ -347,6 +532,17 @@ check_headers(Jsonb *headers, bool has_content_type)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("content type is given both as content_type and as a header"),
 					 errhint("Give it once.")));
+		for (i = 0; i < nseen; i++)
+		{
+			if (pg_strcasecmp(name, seen[i]) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("header \"%s\" is given more than once", name),
+						 errdetail("Header names are case-insensitive: \"%s\" and \"%s\" name the same header.",
+								   seen[i], name),
+						 errhint("Give each header once; join several values with commas.")));
+		}
+		seen[nseen++] = name;
 		total += v.val.string.len + 4;
 
 		tok = JsonbIteratorNext(&it, &v, true);
@@ -413,18 +609,7 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 	}
 
 	if (cols->run_at > 0)
-	{
-		d = get_column(tuple, desc, cols->run_at, &isnull);
-		if (isnull)
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("run_at must not be null"),
-					 errhint("Omit run_at to run the task now.")));
-		if (TIMESTAMP_NOT_FINITE(DatumGetTimestampTz(d)))
-			ereport(ERROR,
-					(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-					 errmsg("run_at must be a finite timestamp")));
-	}
+		check_run_at(tuple, desc, cols);
 
 	d = get_column(tuple, desc, cols->content_type, &isnull);
 	has_content_type = !isnull;
@@ -489,6 +674,7 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("queue name must have 1 to %d bytes", QUEUE_MAX_LENGTH)));
+	check_queue(TextDatumGetCString(d));
 
 	if (!is_insert)
 		return;
@@ -553,6 +739,54 @@ check_transition(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("task %lld cannot move from %s to %s", (long long) id, from, to),
 			 errhint("A pending task can be cancelled or rescheduled.")));
+}
+
+/*
+ * Whether an update changes what the task sends.  Rules apply to what
+ * enters the table or changes in it: a task stored under the rules of an
+ * older version (0.1.0 let "http://127.1/" or two Content-Type headers in)
+ * must still be retried, rescheduled or rescued by the worker, whose
+ * updates only move state, times and counters.
+ */
+static bool
+request_changed(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc,
+				TaskColumns *cols)
+{
+	int			attnums[] = {cols->url, cols->method, cols->headers, cols->body,
+		cols->content_type, cols->max_attempts, cols->timeout_ms, cols->queue};
+	int			i;
+
+	for (i = 0; i < lengthof(attnums); i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, attnums[i] - 1);
+		bool		old_null;
+		bool		new_null;
+		Datum		old_value = get_column(oldtup, desc, attnums[i], &old_null);
+		Datum		new_value = get_column(newtup, desc, attnums[i], &new_null);
+
+		if (old_null != new_null ||
+			(!old_null && !datumIsEqual(old_value, new_value, att->attbyval, att->attlen)))
+			return true;
+	}
+	return false;
+}
+
+/* The run_at rules of check_task, for updates that leave the request alone. */
+static void
+check_run_at(HeapTuple tuple, TupleDesc desc, TaskColumns *cols)
+{
+	bool		isnull;
+	Datum		d = get_column(tuple, desc, cols->run_at, &isnull);
+
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("run_at must not be null"),
+				 errhint("Omit run_at to run the task now.")));
+	if (TIMESTAMP_NOT_FINITE(DatumGetTimestampTz(d)))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("run_at must be a finite timestamp")));
 }
 
 /*
@@ -625,10 +859,7 @@ jobflow_task_check(PG_FUNCTION_ARGS)
 	bool		isnull;
 	int			i;
 
-	if (!CALLED_AS_TRIGGER(fcinfo) ||
-		!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
-		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
-		elog(ERROR, "jobflow_task_check: must be fired before each row");
+	jobflow_require_trigger(fcinfo, "jobflow._task_check", true, true, "tasks");
 
 	desc = trigdata->tg_relation->rd_att;
 	lookup_columns(trigdata->tg_relation, &cols);
@@ -648,8 +879,11 @@ jobflow_task_check(PG_FUNCTION_ARGS)
 
 	/* a pending task is about to be fired: hold it to the rules again */
 	pending = strcmp(state_name(get_column(tuple, desc, cols.state, &isnull)), "pending") == 0;
-	if (pending || is_insert)
+	if (is_insert ||
+		(pending && request_changed(trigdata->tg_trigtuple, tuple, desc, &cols)))
 		check_task(tuple, desc, &cols, is_insert, repl, repl_null, replace);
+	else if (pending)
+		check_run_at(tuple, desc, &cols);
 
 	result = tuple;
 	for (i = 0; i < desc->natts; i++)
@@ -768,16 +1002,28 @@ PG_FUNCTION_INFO_V1(jobflow_notify_worker);
 Datum
 jobflow_notify_worker(PG_FUNCTION_ARGS)
 {
-	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-
-	if (!CALLED_AS_TRIGGER(fcinfo) ||
-		!TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
-		!TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event))
-		elog(ERROR, "jobflow_notify_worker: must be fired after each statement");
+	jobflow_require_trigger(fcinfo, "jobflow._notify_worker", false, false, "tasks");
 
 	if (announce.any && announce.lxid == JF_MY_LXID)
 	{
 		register_callback();
+		/*
+		 * Statements that write one row each (an INSTEAD OF trigger under
+		 * COPY into jobflow.task_import, a loop of schedule() calls) make
+		 * ranges that touch or overlap: keep one, not one wake-up per row.
+		 */
+		if (nannouncements > 0 &&
+			announce.min_id <= announcements[nannouncements - 1].max_id + 1 &&
+			announce.max_id >= announcements[nannouncements - 1].min_id - 1)
+		{
+			Announcement *last = &announcements[nannouncements - 1];
+
+			last->min_id = Min(last->min_id, announce.min_id);
+			last->max_id = Max(last->max_id, announce.max_id);
+			last->min_run_at = Min(last->min_run_at, announce.min_run_at);
+			announce.any = false;
+			return PointerGetDatum(NULL);
+		}
 		if (nannouncements == maxannouncements)
 		{
 			maxannouncements = Max(8, maxannouncements * 2);

@@ -15,6 +15,7 @@
 
 #include "access/htup.h"
 #include "access/tupdesc.h"
+#include "fmgr.h"
 
 /*
  * Validate the request columns of a row (ereport on the first problem) and
@@ -25,5 +26,13 @@
 extern void jobflow_check_request_row(HeapTuple tuple, TupleDesc desc,
 									  bool is_insert, Datum *repl,
 									  bool *repl_null, bool *replace);
+
+/*
+ * Refuse, with SQLSTATE 39P01, a trigger function of jobflow's that is
+ * not fired as it was declared: by the trigger manager, at the given
+ * timing and level, on jobflow.<relname>.
+ */
+extern void jobflow_require_trigger(FunctionCallInfo fcinfo, const char *funcname,
+									bool before, bool row, const char *relname);
 
 #endif							/* JOBFLOW_TASK_CHECK_H */

@@ -194,6 +194,7 @@ wait_for_extension(WorkerState *ws)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			jobflow_report_setting_rules();
 		}
 		if (notifyInterruptPending)
 			feed_process_notifications(ws);
@@ -298,6 +299,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			jobflow_report_setting_rules();
 			raise_fd_limit();
 			dispatch_reconfigure(ws);
 		}
@@ -377,6 +379,7 @@ jobflow_worker_main(Datum main_arg)
 	SpinLockRelease(&jobflow_shared->mutex);
 	before_shmem_exit(detach_shared, (Datum) 0);
 	pg_atomic_write_u64(&jobflow_shared->started_ms, (uint64) jf_now_ms());
+	jobflow_report_setting_rules();
 
 	memset(&ws, 0, sizeof(ws));
 	ws.cxt = AllocSetContextCreate(TopMemoryContext, "jobflow worker",
