@@ -16,6 +16,7 @@ OBJS = \
 	src/jobflow.o \
 	src/task_check.o \
 	src/worker.o \
+	src/guard.o \
 	src/feed.o \
 	src/dispatch.o \
 	src/log_writer.o \

@@ -31,6 +31,8 @@
  */
 #include "worker.h"
 
+#include "guard.h"
+
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
@@ -359,6 +361,9 @@ materialize_cron(WorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
 	uint64		i;
 	int			ret;
 
+	/* never while a restore may still load these ids (guard.c) */
+	if (!jf_guard_may_materialise(&ws->sequences_behind))
+		return;
 	values[0] = TimestampTzGetDatum(jf_ms_to_ts(Min(until_ms, now_ms + lookahead)));
 	values[1] = BoolGetDatum(catch_up);
 	ret = SPI_execute_with_args("SELECT id, run_at FROM jobflow._materialize_cron($1, $2)",

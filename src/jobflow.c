@@ -11,6 +11,7 @@
  */
 #include "jobflow.h"
 
+#include "guard.h"
 #include "http.h"
 
 #include <limits.h>
@@ -44,6 +45,7 @@ int			jobflow_retry_max_ms = 3600 * 1000;
 int			jobflow_reconcile_ms = 5000;
 int			jobflow_shutdown_grace_ms = 5000;
 char	   *jobflow_deny_networks = NULL;
+bool		jobflow_dispatch = true;
 
 JobflowShared *jobflow_shared = NULL;
 
@@ -77,6 +79,7 @@ _PG_init(void)
 
 	jobflow_define_gucs();
 	jobflow_register_worker();
+	jf_guard_init();
 
 #if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;
@@ -180,6 +183,12 @@ jobflow_define_gucs(void)
 							   "so host names and redirects that lead there are refused too.",
 							   &jobflow_deny_networks, JOBFLOW_DEFAULT_DENY_NETWORKS,
 							   PGC_SIGHUP, 0, check_deny_networks, NULL, NULL);
+
+	DefineCustomBoolVariable("jobflow.dispatch",
+							 "Whether the worker sends callbacks.",
+							 "Off, tasks and cron occurrences are still scheduled and kept; they fire when it is on again.",
+							 &jobflow_dispatch, true,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("jobflow");
 }

@@ -39,6 +39,7 @@ extern int	jobflow_retry_max_ms;
 extern int	jobflow_reconcile_ms;
 extern int	jobflow_shutdown_grace_ms;
 extern char *jobflow_deny_networks;
+extern bool jobflow_dispatch;
 
 /*
  * What the worker publishes for other backends: the due time before which

@@ -60,6 +60,7 @@ typedef struct InFlight
 	int32		max_attempts;
 	Oid			owner;
 	TimestampTz scheduled_at;
+	uint32		generation;		/* jf_guard_generation() when claimed */
 } InFlight;
 
 struct taskmap_hash;
@@ -75,6 +76,7 @@ typedef struct WorkerState
 	int64		last_housekeeping_ms;
 	bool		rescan_soon;	/* notifications were dropped: rescan early */
 	bool		stopping;		/* SIGTERM: claim nothing new */
+	bool		sequences_behind;	/* last seen by materialize_cron */
 } WorkerState;
 
 /* feed.c: keeping the wheel in step with jobflow.tasks */
@@ -130,6 +132,7 @@ extern int	log_writer_orphans(int64 **ids);
 extern void log_writer_forget_orphans(int n);
 extern int64 log_writer_deadline(void);
 extern void log_writer_flush(void);
+extern void log_writer_discard(void);
 
 /* worker.c */
 extern void jf_xact_begin(const char *activity);
