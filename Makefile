@@ -18,6 +18,7 @@ OBJS = \
 	src/worker.o \
 	src/compat.o \
 	src/schema_version.o \
+	src/guard.o \
 	src/feed.o \
 	src/dispatch.o \
 	src/log_writer.o \

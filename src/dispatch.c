@@ -29,6 +29,8 @@
  */
 #include "worker.h"
 
+#include "guard.h"
+
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
 #include "executor/spi.h"
@@ -181,6 +183,7 @@ build_request(WorkerState *ws, HeapTuple tup, TupleDesc desc, uint32 queue,
 	e->task.owner = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
 	e->task.scheduled_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 5, &isnull));
 	e->task.queue = queue;
+	e->task.generation = jf_guard_generation();
 
 	memset(req, 0, sizeof(*req));
 	req->task_id = e->task.id;
@@ -321,6 +324,7 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"       updated_at = pg_catalog.now()"
 			"  FROM (SELECT d.id FROM jobflow.tasks d"
 			"         WHERE d.id = ANY($1) AND d.state = 'pending' AND d.run_at <= $2"
+			"           AND EXISTS (SELECT 1 FROM pg_catalog.pg_authid a WHERE a.oid = d.owner)"
 			"         FOR UPDATE SKIP LOCKED) c"
 			" WHERE t.id = c.id"
 			" RETURNING t.id, t.attempts, t.max_attempts, t.owner, t.run_at,"
@@ -523,6 +527,13 @@ record_result(WorkerState *ws, JfHttpResult *r)
 	char		status_error[64];
 
 	jf_fair_release(ws->fair, e->task.queue);
+	/* claimed from a dropped extension: its outcome belongs to no task */
+	if (e->task.generation != jf_guard_generation())
+	{
+		dlist_delete(&e->node);
+		pfree(e);
+		return;
+	}
 	memset(&row, 0, sizeof(row));
 	row.id = e->task.id;
 	row.attempt = e->task.attempt;
@@ -610,6 +621,12 @@ dispatch_abandon(WorkerState *ws)
 		InFlightEntry *e = dlist_container(InFlightEntry, node, it.cur);
 		OutcomeRow	row;
 
+		if (e->task.generation != jf_guard_generation())
+		{
+			dlist_delete(&e->node);
+			pfree(e);
+			continue;
+		}
 		memset(&row, 0, sizeof(row));
 		row.id = e->task.id;
 		row.attempt = e->task.attempt;

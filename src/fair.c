@@ -499,6 +499,24 @@ jf_fair_release(JfFair *f, uint32_t queue)
 }
 
 
+void
+jf_fair_drop_parked(JfFair *f)
+{
+	uint32_t	i;
+
+	for (i = 0; i < f->nqueues; i++)
+	{
+		Queue	   *q = &f->queues[i];
+
+		q->head = q->count = 0;
+		q->prev = q->next = NONE;
+		q->active = false;
+	}
+	f->cursor = NONE;
+	f->nactive = 0;
+	f->parked = 0;
+}
+
 size_t
 jf_fair_parked(const JfFair *f)
 {

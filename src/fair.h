@@ -80,6 +80,9 @@ extern int	jf_fair_pick(JfFair *f, JfFairPick *out, int max,
 /* A picked task's request finished, or was not sent after all. */
 extern void jf_fair_release(JfFair *f, uint32_t queue);
 
+/* Forget every parked task (their ids no longer mean anything). */
+extern void jf_fair_drop_parked(JfFair *f);
+
 extern size_t jf_fair_parked(const JfFair *f);
 extern int	jf_fair_claimed(const JfFair *f);
 extern size_t jf_fair_queues(const JfFair *f);

@@ -34,6 +34,8 @@
  */
 #include "worker.h"
 
+#include "guard.h"
+
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
@@ -158,6 +160,26 @@ feed_init(WorkerState *ws)
 	ws->loaded_until_ms = PG_INT64_MIN;
 	range_lo = MemoryContextAlloc(ws->cxt, sizeof(int64) * MAX_PENDING_RANGES);
 	range_hi = MemoryContextAlloc(ws->cxt, sizeof(int64) * MAX_PENDING_RANGES);
+}
+
+/*
+ * The extension was dropped: every id the wheel, the map, the announced
+ * ranges and the parked queues hold names a row of tables that are gone,
+ * and the ids of the new ones start at 1 again.
+ */
+void
+feed_forget_all(WorkerState *ws)
+{
+	jf_wheel_destroy(ws->wheel);
+	ws->wheel = jf_wheel_create(jf_now_ms(), JF_WHEEL_HORIZON_MS, 0);
+	if (ws->wheel == NULL)
+		ereport(FATAL,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory creating the jobflow time wheel")));
+	taskmap_reset(ws->map);
+	if (ws->fair != NULL)
+		jf_fair_drop_parked(ws->fair);
+	nranges = 0;
 }
 
 /* LISTEN before the first scan, so no commit falls between the two. */
@@ -419,6 +441,9 @@ materialize_cron(WorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
 	uint64		i;
 	int			ret;
 
+	/* never while a restore may still load these ids (guard.c) */
+	if (!jf_guard_may_materialise(&ws->sequences_behind))
+		return;
 	values[0] = TimestampTzGetDatum(jf_ms_to_ts(Min(until_ms, now_ms + lookahead)));
 	values[1] = BoolGetDatum(catch_up);
 	ret = SPI_execute_with_args("SELECT " LOAD_COLUMNS

@@ -11,6 +11,7 @@
  */
 #include "jobflow.h"
 
+#include "guard.h"
 #include "http.h"
 
 #include <limits.h>
@@ -51,6 +52,7 @@ int			jobflow_reconcile_ms = 5000;
 int			jobflow_shutdown_grace_ms = 5000;
 char	   *jobflow_deny_networks = NULL;
 bool		jobflow_follow_cross_origin_redirects = false;
+bool		jobflow_dispatch = true;
 
 /*
  * Settings bound by a rule on another setting.  The GUC machinery writes
@@ -114,6 +116,7 @@ _PG_init(void)
 
 	jobflow_define_gucs();
 	jobflow_register_worker();
+	jf_guard_init();
 
 #if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;
@@ -338,6 +341,12 @@ jobflow_define_gucs(void)
 							 "When on, such a hop carries none of the task's headers, "
 							 "and a task with a body is never redirected to another origin.",
 							 &jobflow_follow_cross_origin_redirects, false,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("jobflow.dispatch",
+							 "Whether the worker sends callbacks.",
+							 "Off, tasks and cron occurrences are still scheduled and kept; they fire when it is on again.",
+							 &jobflow_dispatch, true,
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("jobflow");

@@ -48,6 +48,7 @@ extern bool jobflow_follow_cross_origin_redirects;
  * between settings (jobflow.c); this warns about each value so bounded.
  */
 extern void jobflow_report_setting_rules(void);
+extern bool jobflow_dispatch;
 
 /*
  * What the worker publishes for other backends: the due time before which

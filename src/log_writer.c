@@ -154,8 +154,8 @@ make_array(Datum *elems, bool *nulls, int n, Oid type)
 static void
 prepare_plans(void)
 {
-	Oid			utypes[6] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, INT4ARRAYOID,
-		TEXTARRAYOID, INT4ARRAYOID};
+	Oid			utypes[7] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, INT4ARRAYOID,
+		TEXTARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
 	Oid			itypes[10] = {INT8ARRAYOID, INT4ARRAYOID, OIDARRAYOID, TIMESTAMPTZARRAYOID,
 		TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID, INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
 
@@ -168,9 +168,10 @@ prepare_plans(void)
 		"       last_error = CASE WHEN u.unclaim = 1 THEN t.last_error ELSE u.error END,"
 		"       updated_at = pg_catalog.now()"
 		"  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3),"
-		"                  pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6))"
-		"    AS u(id, state, next_run_at, status, error, unclaim)"
-		" WHERE t.id = u.id AND t.state = 'running'", 6, utypes);
+		"                  pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6),"
+		"                  pg_catalog.unnest($7))"
+		"    AS u(id, state, next_run_at, status, error, unclaim, attempt)"
+		" WHERE t.id = u.id AND t.attempts = u.attempt AND t.state = 'running'", 7, utypes);
 	if (update_plan == NULL)
 		elog(ERROR, "could not prepare the outcome update: %s", SPI_result_code_string(SPI_result));
 	SPI_keepplan(update_plan);
@@ -210,7 +211,7 @@ ts_or_null(TimestampTz ts, bool present, bool *isnull)
 static void
 write_rows(int from, int n)
 {
-	Datum		uv[6];
+	Datum		uv[7];
 	Datum		iv[10];
 	Datum	   *e[10];
 	bool	   *nl[10];
@@ -264,6 +265,7 @@ write_rows(int from, int n)
 	}
 	iv[0] = uv[0];
 	iv[1] = PointerGetDatum(make_array(e[1], NULL, n, INT4OID));
+	uv[6] = iv[1];				/* only the attempt that produced it */
 	iv[2] = PointerGetDatum(make_array(e[2], NULL, n, OIDOID));
 	iv[3] = PointerGetDatum(make_array(e[3], nl[3], n, TIMESTAMPTZOID));
 	iv[4] = PointerGetDatum(make_array(e[4], nl[4], n, TIMESTAMPTZOID));
@@ -391,5 +393,20 @@ log_writer_flush(void)
 	maxrows = 0;
 	rows = NULL;
 	MemoryContextReset(buffer_cxt);
+	pg_atomic_write_u64(&jobflow_shared->buffered_rows, 0);
+}
+
+/*
+ * The extension was dropped: buffered outcomes and orphans belong to tasks
+ * that no longer exist, and their ids may already name new tasks.
+ */
+void
+log_writer_discard(void)
+{
+	nrows = 0;
+	maxrows = 0;
+	rows = NULL;
+	MemoryContextReset(buffer_cxt);
+	norphans = 0;
 	pg_atomic_write_u64(&jobflow_shared->buffered_rows, 0);
 }

@@ -23,6 +23,8 @@
 #include "compat.h"
 #include "schema_version.h"
 
+#include "guard.h"
+
 #include <sys/resource.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -99,6 +101,8 @@ jf_xact_begin(const char *activity)
 		elog(ERROR, "SPI_connect failed");
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, activity);
+	/* the extension served is locked, or this fails: see guard.c */
+	jf_guard_check_incarnation();
 }
 
 /*
@@ -181,7 +185,7 @@ extension_exists(void)
  * NOTIFY jobflow, which wakes us at once; the timeout is only a fallback.
  */
 static void
-wait_for_extension(WorkerState *ws)
+wait_for_extension(WorkerState *ws, bool logged)
 {
 	while (!extension_exists())
 	{
@@ -279,6 +283,93 @@ shut_down(WorkerState *ws, WaitEventSet *wes)
 }
 
 /*
+ * The extension the worker served was dropped (guard.c noticed at the start
+ * of a transaction, before it touched anything).  Whatever the worker held
+ * for it goes: buffered outcomes and orphans now, results of requests still
+ * in flight as they arrive (their generation is over), wheel entries by a
+ * full reload.  Then it waits, quietly, for CREATE EXTENSION, and serves
+ * the new one from scratch.
+ */
+static void
+serve_again(WorkerState *ws)
+{
+	ereport(LOG,
+			(errmsg("jobflow worker lost extension jobflow in database \"%s\" (DROP EXTENSION); it forgets the outcomes of its requests in flight and waits for CREATE EXTENSION jobflow",
+					jobflow_database_name)));
+	log_writer_discard();
+	feed_forget_all(ws);
+	ws->loaded_until_ms = PG_INT64_MIN;
+	ws->next_housekeeping_ms = 0;
+	consecutive_errors = 0;
+	wait_for_extension(ws, true);
+	jf_guard_serve();
+	feed_rescue_running(ws, NULL, 0);
+}
+
+/*
+ * Why the worker claims nothing now, if it does not: jobflow.dispatch is
+ * off, a restore of jobflow's tables is in progress, or a sequence is
+ * behind its table (last seen by the materialiser's check).  Each change is
+ * logged once.  On resuming, a full reload with catch-up: tasks due
+ * meanwhile fire, cron occurrences follow their missed policy.
+ */
+typedef enum PauseReason
+{
+	PAUSE_NONE,
+	PAUSE_SWITCH,
+	PAUSE_RESTORE,
+	PAUSE_SEQUENCE
+} PauseReason;
+
+static bool
+dispatch_paused(WorkerState *ws)
+{
+	static PauseReason last = PAUSE_NONE;
+	PauseReason now;
+
+	if (jf_guard_restore_in_progress())
+		now = PAUSE_RESTORE;
+	else if (ws->sequences_behind)
+		now = PAUSE_SEQUENCE;
+	else if (!jobflow_dispatch)
+		now = PAUSE_SWITCH;
+	else
+		now = PAUSE_NONE;
+	if (now == last)
+		return now != PAUSE_NONE;
+	switch (now)
+	{
+		case PAUSE_NONE:
+			ereport(LOG, (errmsg("jobflow worker resumes dispatching")));
+			/* this turn's housekeeping catches up first; the next one fires */
+			ws->loaded_until_ms = PG_INT64_MIN;
+			ws->next_housekeeping_ms = 0;
+			SetLatch(MyLatch);
+			last = now;
+			return true;
+		case PAUSE_SWITCH:
+			ereport(LOG,
+					(errmsg("jobflow worker dispatches nothing: jobflow.dispatch is off"),
+					 errdetail("Tasks and cron occurrences are still scheduled; they fire when it is on again.")));
+			break;
+		case PAUSE_RESTORE:
+			ereport(LOG,
+					(errmsg("jobflow worker pauses: jobflow's tables are being restored in database \"%s\"",
+							jobflow_database_name),
+					 errdetail("It claims and materialises nothing until the restoring session ends.")));
+			break;
+		case PAUSE_SEQUENCE:
+			ereport(LOG,
+					(errmsg("jobflow worker pauses: a sequence of jobflow is behind its table"),
+					 errdetail("jobflow.tasks_id_seq or jobflow.cron_timers_id_seq would hand out ids already in use, as in a restore that has not set them yet."),
+					 errhint("If no restore is in progress, set them, e.g. SELECT setval('jobflow.tasks_id_seq', max(id)) FROM jobflow.tasks.")));
+			break;
+	}
+	last = now;
+	return now != PAUSE_NONE;
+}
+
+/*
  * One turn per wake-up until SIGTERM; see the file header.  A turn that
  * completes clears the error count of the recovery in jobflow_worker_main.
  */
@@ -291,6 +382,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 	{
 		WaitEvent	ev;
 		bool		more_due;
+		bool		paused;
 		int64		deadline;
 		long		timeout;
 		long		http_timeout;
@@ -308,7 +400,12 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		more_due = feed_take_wakeups(ws);
 
 		dispatch_collect(ws);
-		more_due |= dispatch_due(ws, jf_now_ms());
+		if (jf_guard_roles_changed())
+			jf_guard_sweep_roles();
+		/* paused: the wheel's deadlines do not wake the loop */
+		paused = dispatch_paused(ws);
+		if (!paused)
+			more_due |= dispatch_due(ws, jf_now_ms());
 		if (jf_now_ms() >= ws->next_housekeeping_ms ||
 			(ws->rescan_soon && jf_now_ms() >= ws->last_housekeeping_ms + RESCAN_SOON_MS))
 			feed_housekeeping(ws, jf_now_ms());
@@ -326,7 +423,10 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		deadline = Min(ws->next_housekeeping_ms, log_writer_deadline());
 		if (ws->rescan_soon)
 			deadline = Min(deadline, ws->last_housekeeping_ms + RESCAN_SOON_MS);
-		deadline = Min(deadline, more_due ? 0 : jf_wheel_next_deadline(ws->wheel));
+		if (more_due)
+			deadline = 0;
+		else if (!paused)
+			deadline = Min(deadline, jf_wheel_next_deadline(ws->wheel));
 		timeout = ms_until(deadline);
 		http_timeout = jf_http_timeout_ms(ws->http);
 		if (http_timeout >= 0 && (timeout < 0 || http_timeout < timeout))
@@ -389,7 +489,8 @@ jobflow_worker_main(Datum main_arg)
 
 	/* listen first: a task committed after this is either notified or scanned */
 	feed_listen();
-	wait_for_extension(&ws);
+	wait_for_extension(&ws, false);
+	jf_guard_serve();
 
 	raise_fd_limit();
 	dispatch_init(&ws);
@@ -414,11 +515,14 @@ jobflow_worker_main(Datum main_arg)
 	 */
 	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
 	{
+		/* the extension was dropped: not an error, see serve_again() */
+		bool		lost = jf_guard_take_lost();
 		bool		lock_wait;
 
 		error_context_stack = NULL;
 		HOLD_INTERRUPTS();
-		EmitErrorReport();
+		if (!lost)
+			EmitErrorReport();
 		lock_wait = geterrcode() == ERRCODE_LOCK_NOT_AVAILABLE;
 		AbortCurrentTransaction();
 		MemoryContextSwitchTo(TopMemoryContext);
@@ -426,11 +530,16 @@ jobflow_worker_main(Datum main_arg)
 		RESUME_INTERRUPTS();
 		if (ws.fair != NULL)
 			dispatch_recover(&ws);
-		if (!lock_wait && ++consecutive_errors > MAX_CONSECUTIVE_ERRORS)
-			proc_exit(1);
-		/* drained notifications or forgotten wheel entries may be lost */
-		ws.rescan_soon = true;
-		pg_usleep(100000L * consecutive_errors);
+		if (lost)
+			serve_again(&ws);
+		else
+		{
+			if (!lock_wait && ++consecutive_errors > MAX_CONSECUTIVE_ERRORS)
+				proc_exit(1);
+			/* drained notifications or forgotten wheel entries may be lost */
+			ws.rescan_soon = true;
+			pg_usleep(100000L * consecutive_errors);
+		}
 	}
 	PG_exception_stack = &local_sigjmp_buf;
 

@@ -62,6 +62,7 @@ typedef struct InFlight
 	Oid			owner;
 	uint32		queue;			/* its (owner, origin) queue in the fair share */
 	TimestampTz scheduled_at;
+	uint32		generation;		/* jf_guard_generation() when claimed */
 } InFlight;
 
 struct taskmap_hash;
@@ -79,11 +80,13 @@ typedef struct WorkerState
 	int64		next_full_rescan_ms;	/* overdue tasks of any age rescanned */
 	bool		rescan_soon;	/* notifications were dropped: rescan early */
 	bool		stopping;		/* SIGTERM: claim nothing new */
+	bool		sequences_behind;	/* last seen by materialize_cron */
 } WorkerState;
 
 /* feed.c: keeping the wheel in step with jobflow.tasks */
 extern void feed_init(WorkerState *ws);
 extern void feed_listen(void);
+extern void feed_forget_all(WorkerState *ws);
 extern void feed_rescue_running(WorkerState *ws, int64 *ids, int n);
 extern void feed_process_notifications(WorkerState *ws);
 extern bool feed_take_wakeups(WorkerState *ws);
@@ -138,6 +141,7 @@ extern int	log_writer_orphans(int64 **ids);
 extern void log_writer_forget_orphans(int n);
 extern int64 log_writer_deadline(void);
 extern void log_writer_flush(void);
+extern void log_writer_discard(void);
 
 /* worker.c */
 extern void jf_xact_begin(const char *activity);

@@ -1,0 +1,741 @@
+/*-------------------------------------------------------------------------
+ *
+ * guard.c
+ *	  Integrity guards around jobflow's tables: what DROP EXTENSION, DROP
+ *	  ROLE, DROP OWNED and REASSIGN OWNED do to tasks and timers, restores
+ *	  in progress, and the extension incarnation the worker serves.
+ *
+ * The library is preloaded in every backend, so a ProcessUtility hook sees
+ * every utility statement of the cluster:
+ *
+ *	- DROP EXTENSION jobflow is refused while tasks are pending or running
+ *	  or timers active, unless CASCADE (which then says what it drops);
+ *	- DROP ROLE is refused (2BP01) while the role owns such tasks or timers
+ *	  in the current database; DROP OWNED BY cancels the role's pending
+ *	  tasks and deletes its timers; REASSIGN OWNED BY moves its tasks, log
+ *	  rows and timers to the new role;
+ *	- COPY FROM into jobflow's tables with their id columns (what pg_dump
+ *	  writes, and no application may) marks the session as a restore in
+ *	  progress, in shared memory, until it ends.
+ *
+ * The worker, for its part, claims and materialises nothing while a restore
+ * is in progress in its database or a sequence of jobflow is behind its
+ * table (its ids would collide with rows still to come), and never fires a
+ * task whose owner no longer exists (DROP ROLE may run in any database):
+ * the claim skips them and a sweep, run whenever pg_authid changes, cancels
+ * them and pauses such timers.  Every worker transaction first locks the
+ * extension it serves (jf_guard_check_incarnation): if that extension was
+ * dropped, the transaction fails before touching anything, and the worker
+ * forgets what it held for it (outcomes in flight included) and waits for
+ * the next CREATE EXTENSION.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "guard.h"
+
+#include "worker.h"
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "storage/ipc.h"
+#include "storage/lmgr.h"
+#include "storage/procarray.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+
+/* sessions restoring at once, cluster-wide (pg_restore -j N uses N + 1) */
+#define MAX_RESTORERS 64
+
+typedef struct GuardShared
+{
+	slock_t		mutex;
+	struct
+	{
+		pid_t		pid;		/* 0: free */
+		Oid			dboid;
+	}			restorer[MAX_RESTORERS];
+} GuardShared;
+
+static GuardShared *guard_shared = NULL;
+static ProcessUtility_hook_type prev_utility = NULL;
+static shmem_startup_hook_type prev_startup = NULL;
+#if PG_VERSION_NUM >= 150000
+static shmem_request_hook_type prev_request = NULL;
+#endif
+static bool is_restorer = false;
+
+/* worker only */
+static Oid	served_ext = InvalidOid;
+static uint32 generation = 0;
+static bool lost = false;
+static bool roles_changed = true;
+static bool roles_callback = false;
+
+static void
+guard_shmem_request(void)
+{
+#if PG_VERSION_NUM >= 150000
+	if (prev_request)
+		prev_request();
+#endif
+	RequestAddinShmemSpace(MAXALIGN(sizeof(GuardShared)));
+}
+
+static void
+guard_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_startup)
+		prev_startup();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	guard_shared = ShmemInitStruct("jobflow guard", sizeof(GuardShared), &found);
+	if (!found)
+	{
+		memset(guard_shared, 0, sizeof(GuardShared));
+		SpinLockInit(&guard_shared->mutex);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* ----------------------------------------------------------------------
+ * Restores in progress
+ * ---------------------------------------------------------------------- */
+
+/* The restoring session ends: free its slot and wake the worker at once. */
+static void
+unregister_restorer(int code, Datum arg)
+{
+	Latch	   *latch = NULL;
+	int			i;
+
+	SpinLockAcquire(&guard_shared->mutex);
+	for (i = 0; i < MAX_RESTORERS; i++)
+		if (guard_shared->restorer[i].pid == MyProcPid)
+			guard_shared->restorer[i].pid = 0;
+	SpinLockRelease(&guard_shared->mutex);
+	if (jobflow_shared != NULL)
+	{
+		SpinLockAcquire(&jobflow_shared->mutex);
+		latch = jobflow_shared->worker_latch;
+		SpinLockRelease(&jobflow_shared->mutex);
+		if (latch != NULL)
+			SetLatch(latch);
+	}
+}
+
+/*
+ * Record this session as restoring jobflow's tables in this database until
+ * it ends.  With every slot taken, the sequence check still holds the
+ * worker back once ids are loaded.
+ */
+static void
+register_restorer(void)
+{
+	int			i;
+
+	if (is_restorer || guard_shared == NULL)
+		return;
+	SpinLockAcquire(&guard_shared->mutex);
+	for (i = 0; i < MAX_RESTORERS; i++)
+	{
+		if (guard_shared->restorer[i].pid == 0)
+		{
+			guard_shared->restorer[i].pid = MyProcPid;
+			guard_shared->restorer[i].dboid = MyDatabaseId;
+			is_restorer = true;
+			break;
+		}
+	}
+	SpinLockRelease(&guard_shared->mutex);
+	if (is_restorer)
+		before_shmem_exit(unregister_restorer, (Datum) 0);
+}
+
+/*
+ * Whether some live session is restoring jobflow's tables in the worker's
+ * database.  A slot whose process is gone (it crashed before its exit
+ * callback ran) is freed here.
+ */
+bool
+jf_guard_restore_in_progress(void)
+{
+	pid_t		pids[MAX_RESTORERS];
+	int			n = 0;
+	int			i;
+	bool		found = false;
+
+	if (guard_shared == NULL)
+		return false;
+	SpinLockAcquire(&guard_shared->mutex);
+	for (i = 0; i < MAX_RESTORERS; i++)
+		if (guard_shared->restorer[i].pid != 0 &&
+			guard_shared->restorer[i].dboid == MyDatabaseId)
+			pids[n++] = guard_shared->restorer[i].pid;
+	SpinLockRelease(&guard_shared->mutex);
+	for (i = 0; i < n; i++)
+	{
+		if (BackendPidGetProc(pids[i]) != NULL)
+		{
+			found = true;
+			continue;
+		}
+		SpinLockAcquire(&guard_shared->mutex);
+		for (int k = 0; k < MAX_RESTORERS; k++)
+			if (guard_shared->restorer[k].pid == pids[i])
+				guard_shared->restorer[k].pid = 0;
+		SpinLockRelease(&guard_shared->mutex);
+	}
+	return found;
+}
+
+/*
+ * Whether a sequence of jobflow would hand out an id already in use: the
+ * state between a restore's COPY and its setval, or after a data-only
+ * restore that left the sequences out.  Runs in the caller's transaction,
+ * with SPI connected.
+ */
+bool
+jf_guard_sequences_behind(void)
+{
+	int			ret;
+	uint64		i;
+	bool		behind = false;
+
+	ret = SPI_execute(
+		"SELECT (SELECT pg_catalog.max(t.id) FROM jobflow.tasks t)"
+		"       OPERATOR(pg_catalog.>=) (s.last_value OPERATOR(pg_catalog.+) s.is_called::pg_catalog.int4)"
+		"  FROM jobflow.tasks_id_seq s"
+		" UNION ALL "
+		"SELECT (SELECT pg_catalog.max(c.id) FROM jobflow.cron_timers c)"
+		"       OPERATOR(pg_catalog.>=) (s.last_value OPERATOR(pg_catalog.+) s.is_called::pg_catalog.int4)"
+		"  FROM jobflow.cron_timers_id_seq s", true, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "reading jobflow's sequences failed: %s", SPI_result_code_string(ret));
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull && DatumGetBool(d))
+			behind = true;
+	}
+	return behind;
+}
+
+/*
+ * Whether the worker may insert cron occurrences now: not while a restore
+ * is in progress (the restored tasks, with the same ids and occurrences,
+ * are still to come), nor while a sequence is behind its table.
+ */
+bool
+jf_guard_may_materialise(bool *sequences_behind)
+{
+	*sequences_behind = false;
+	if (jf_guard_restore_in_progress())
+		return false;
+	*sequences_behind = jf_guard_sequences_behind();
+	return !*sequences_behind;
+}
+
+/*
+ * COPY FROM into jobflow's tables with their id columns, or into its log:
+ * what pg_dump writes.  Applications may insert neither ids nor log rows.
+ */
+static bool
+is_restore_copy(CopyStmt *stmt)
+{
+	Oid			nsp;
+	Oid			relid;
+	const char *relname;
+	ListCell   *lc;
+
+	if (!stmt->is_from || stmt->relation == NULL)
+		return false;
+	nsp = get_namespace_oid("jobflow", true);
+	if (!OidIsValid(nsp))
+		return false;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (!OidIsValid(relid) || get_rel_namespace(relid) != nsp)
+		return false;
+	relname = get_rel_name(relid);
+	if (strcmp(relname, "task_log") == 0)
+		return true;
+	if (strcmp(relname, "tasks") != 0 && strcmp(relname, "cron_timers") != 0)
+		return false;
+	if (stmt->attlist == NIL)
+		return true;
+	foreach(lc, stmt->attlist)
+	{
+		if (strcmp(strVal(lfirst(lc)), "id") == 0)
+			return true;
+	}
+	return false;
+}
+
+/* ----------------------------------------------------------------------
+ * The incarnation the worker serves
+ * ---------------------------------------------------------------------- */
+
+static void
+roles_changed_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	roles_changed = true;
+}
+
+/*
+ * The worker starts serving the extension that exists now: a new
+ * generation, so that outcomes of requests claimed for an earlier one are
+ * never written.
+ */
+void
+jf_guard_serve(void)
+{
+	StartTransactionCommand();
+	served_ext = get_extension_oid("jobflow", true);
+	CommitTransactionCommand();
+	generation++;
+	lost = false;
+	roles_changed = true;
+	if (!roles_callback)
+	{
+		CacheRegisterSyscacheCallback(AUTHOID, roles_changed_callback, (Datum) 0);
+		roles_callback = true;
+	}
+}
+
+uint32
+jf_guard_generation(void)
+{
+	return generation;
+}
+
+/*
+ * Called at the start of every worker transaction: lock the extension
+ * served (DROP EXTENSION locks it first, so it waits for this transaction
+ * and never deadlocks with it), then make sure it is still the one.  If
+ * not, fail the transaction before it touches anything; the worker's error
+ * recovery sees jf_guard_take_lost() and reports nothing.
+ */
+void
+jf_guard_check_incarnation(void)
+{
+	Oid			ext;
+
+	if (!OidIsValid(served_ext))
+		return;
+	ext = get_extension_oid("jobflow", true);
+	if (ext == served_ext)
+	{
+		LockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
+		/* dropped while we waited for the lock? */
+		if (get_extension_oid("jobflow", true) == served_ext)
+			return;
+	}
+	served_ext = InvalidOid;
+	lost = true;
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("extension jobflow was dropped")));
+}
+
+/* Whether the last error was the loss of the extension (and forget it). */
+bool
+jf_guard_take_lost(void)
+{
+	bool		was = lost;
+
+	lost = false;
+	return was;
+}
+
+/* ----------------------------------------------------------------------
+ * Dropped roles, as seen by the worker
+ * ---------------------------------------------------------------------- */
+
+bool
+jf_guard_roles_changed(void)
+{
+	return roles_changed;
+}
+
+/*
+ * pg_authid changed (or the worker starts): cancel the pending tasks and
+ * pause the timers whose owner no longer exists.  DROP ROLE may have run
+ * in another database, where the hook below cannot see jobflow's tables.
+ */
+void
+jf_guard_sweep_roles(void)
+{
+	int			ret;
+	uint64		tasks;
+	uint64		timers;
+
+	jf_xact_begin("jobflow: cancel tasks of dropped roles");
+	roles_changed = false;
+	ret = SPI_execute(
+		"UPDATE jobflow.tasks t SET state = 'cancelled',"
+		"       last_error = 'cancelled: the role that owns this task no longer exists',"
+		"       updated_at = pg_catalog.now()"
+		" WHERE t.state OPERATOR(pg_catalog.=) 'pending'"
+		"   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_authid a"
+		"                    WHERE a.oid OPERATOR(pg_catalog.=) t.owner::pg_catalog.oid)",
+		false, 0);
+	if (ret != SPI_OK_UPDATE)
+		elog(ERROR, "cancelling tasks of dropped roles failed: %s", SPI_result_code_string(ret));
+	tasks = SPI_processed;
+	ret = SPI_execute(
+		"UPDATE jobflow.cron_timers c SET active = false, next_at = NULL,"
+		"       updated_at = pg_catalog.now()"
+		" WHERE c.active"
+		"   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_authid a"
+		"                    WHERE a.oid OPERATOR(pg_catalog.=) c.owner::pg_catalog.oid)",
+		false, 0);
+	if (ret != SPI_OK_UPDATE)
+		elog(ERROR, "pausing timers of dropped roles failed: %s", SPI_result_code_string(ret));
+	timers = SPI_processed;
+	worker_count_statement(2);
+	jf_xact_commit();
+	if (tasks + timers > 0)
+		ereport(LOG,
+				(errmsg("jobflow worker cancelled %llu pending task(s) and paused %llu cron timer(s) whose role was dropped",
+						(unsigned long long) tasks, (unsigned long long) timers)));
+}
+
+/* ----------------------------------------------------------------------
+ * The utility hook
+ * ---------------------------------------------------------------------- */
+
+typedef struct AsOwner
+{
+	Oid			save_user;
+	int			save_sec;
+	int			nest;
+} AsOwner;
+
+/*
+ * Run the statements that follow as the extension's owner (row-level
+ * security and column privileges are for tenants, not for these
+ * bookkeeping statements), with a pinned search_path, and with triggers
+ * off when replica is set.  False when jobflow is not installed here.
+ */
+static bool
+as_owner_begin(AsOwner *s, bool replica)
+{
+	bool		isnull;
+	Oid			owner;
+
+	if (!OidIsValid(get_extension_oid("jobflow", true)))
+		return false;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute("SELECT e.extowner FROM pg_catalog.pg_extension e"
+					" WHERE e.extname OPERATOR(pg_catalog.=) 'jobflow'", true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not read the owner of extension jobflow");
+	owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	GetUserIdAndSecContext(&s->save_user, &s->save_sec);
+	SetUserIdAndSecContext(owner, s->save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	s->nest = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (replica)
+		(void) set_config_option("session_replication_role", "replica", PGC_SUSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+	return true;
+}
+
+static void
+as_owner_end(AsOwner *s)
+{
+	AtEOXact_GUC(true, s->nest);
+	SetUserIdAndSecContext(s->save_user, s->save_sec);
+	SPI_finish();
+}
+
+static int64
+count_of(const char *sql, Oid role)
+{
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(role)};
+	bool		isnull;
+
+	if (SPI_execute_with_args(sql, OidIsValid(role) ? 1 : 0, types, values, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "counting jobflow tasks failed");
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+#define COUNT_UNFINISHED \
+	"SELECT pg_catalog.count(*) FROM jobflow.tasks t" \
+	" WHERE t.state OPERATOR(pg_catalog.=) ANY ('{pending,running}')"
+#define COUNT_ACTIVE_TIMERS \
+	"SELECT pg_catalog.count(*) FROM jobflow.cron_timers c WHERE c.active"
+#define OF_ROLE(col) " AND " col "::pg_catalog.oid OPERATOR(pg_catalog.=) $1"
+
+/*
+ * DROP EXTENSION jobflow: tasks that have not run and active timers would
+ * go without a trace; refuse unless CASCADE, and say what CASCADE drops.
+ */
+static void
+check_drop_extension(DropStmt *stmt)
+{
+	AsOwner		s;
+	int64		unfinished;
+	int64		timers;
+
+	if (!as_owner_begin(&s, false))
+		return;
+	unfinished = count_of(COUNT_UNFINISHED, InvalidOid);
+	timers = count_of(COUNT_ACTIVE_TIMERS, InvalidOid);
+	as_owner_end(&s);
+	if (unfinished == 0 && timers == 0)
+		return;
+	if (stmt->behavior != DROP_CASCADE)
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("cannot drop extension jobflow because it has tasks that have not run"),
+				 errdetail("Dropping it would lose %lld pending or running task(s) and %lld active cron timer(s) in database \"%s\".",
+						   (long long) unfinished, (long long) timers,
+						   get_database_name(MyDatabaseId)),
+				 errhint("Cancel the tasks and pause the timers first, or use DROP EXTENSION jobflow CASCADE to drop them with it.")));
+	ereport(WARNING,
+			(errmsg("dropping %lld pending or running task(s) and %lld active cron timer(s) with extension jobflow",
+					(long long) unfinished, (long long) timers),
+			 errdetail("Their callbacks will not be made.")));
+}
+
+static bool
+drops_jobflow(DropStmt *stmt)
+{
+	ListCell   *lc;
+
+	if (stmt->removeType != OBJECT_EXTENSION)
+		return false;
+	foreach(lc, stmt->objects)
+	{
+		if (strcmp(strVal(lfirst(lc)), "jobflow") == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Oids of the roles named (those that exist). */
+static List *
+role_oids(List *specs)
+{
+	List	   *oids = NIL;
+	ListCell   *lc;
+
+	foreach(lc, specs)
+	{
+		Oid			oid = get_rolespec_oid((RoleSpec *) lfirst(lc), true);
+
+		if (OidIsValid(oid))
+			oids = lappend_oid(oids, oid);
+	}
+	return oids;
+}
+
+/*
+ * After DROP ROLE (in this transaction): refuse if a dropped role owns
+ * tasks that have not run or active timers here.  Checked after the drop,
+ * so that its own privilege checks come first.
+ */
+static void
+check_dropped_roles(List *oids, List *names)
+{
+	AsOwner		s;
+	ListCell   *lo;
+	ListCell   *ln;
+
+	if (oids == NIL || !as_owner_begin(&s, false))
+		return;
+	forboth(lo, oids, ln, names)
+	{
+		Oid			role = lfirst_oid(lo);
+		int64		unfinished = count_of(COUNT_UNFINISHED OF_ROLE("t.owner"), role);
+		int64		timers = count_of(COUNT_ACTIVE_TIMERS OF_ROLE("c.owner"), role);
+
+		if (unfinished > 0 || timers > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+					 errmsg("role \"%s\" cannot be dropped because it owns jobflow tasks that have not run",
+							(char *) lfirst(ln)),
+					 errdetail("It owns %lld pending or running task(s) and %lld active cron timer(s) in database \"%s\".",
+							   (long long) unfinished, (long long) timers,
+							   get_database_name(MyDatabaseId)),
+					 errhint("Move them to another role with REASSIGN OWNED BY, or cancel them with DROP OWNED BY, before dropping the role.")));
+	}
+	as_owner_end(&s);
+}
+
+/* DROP OWNED BY: cancel the roles' pending tasks, delete their timers. */
+static void
+drop_owned(List *oids)
+{
+	AsOwner		s;
+	Oid			types[1] = {OIDARRAYOID};
+	Datum		values[1];
+	Datum	   *d;
+	ListCell   *lc;
+	int			n = 0;
+
+	if (oids == NIL || !as_owner_begin(&s, false))
+		return;
+	d = palloc(sizeof(Datum) * list_length(oids));
+	foreach(lc, oids)
+		d[n++] = ObjectIdGetDatum(lfirst_oid(lc));
+	values[0] = PointerGetDatum(construct_array(d, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
+	if (SPI_execute_with_args(
+			"DELETE FROM jobflow.cron_timers c"
+			" WHERE c.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)",
+			1, types, values, NULL, false, 0) != SPI_OK_DELETE ||
+		SPI_execute_with_args(
+			"UPDATE jobflow.tasks t SET state = 'cancelled',"
+			"       last_error = 'cancelled: DROP OWNED BY its role',"
+			"       updated_at = pg_catalog.now()"
+			" WHERE t.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)"
+			"   AND t.state OPERATOR(pg_catalog.=) 'pending'",
+			1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "DROP OWNED BY on jobflow's tables failed");
+	as_owner_end(&s);
+}
+
+/*
+ * REASSIGN OWNED BY: tasks (finished ones too), their log rows and timers
+ * move to the new role, as its other objects do.  Triggers are off: the
+ * owner of a finished task changes, nothing else.
+ */
+static void
+reassign_owned(List *oids, Oid newrole)
+{
+	AsOwner		s;
+	Oid			types[2] = {OIDARRAYOID, OIDOID};
+	Datum		values[2];
+	Datum	   *d;
+	ListCell   *lc;
+	int			n = 0;
+	static const char *const sql[] = {
+		"UPDATE jobflow.tasks x SET owner = $2::pg_catalog.regrole"
+		" WHERE x.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)",
+		"UPDATE jobflow.task_log x SET owner = $2::pg_catalog.regrole"
+		" WHERE x.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)",
+		"UPDATE jobflow.cron_timers x SET owner = $2::pg_catalog.regrole"
+		" WHERE x.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)"
+	};
+
+	if (oids == NIL || !as_owner_begin(&s, true))
+		return;
+	d = palloc(sizeof(Datum) * list_length(oids));
+	foreach(lc, oids)
+		d[n++] = ObjectIdGetDatum(lfirst_oid(lc));
+	values[0] = PointerGetDatum(construct_array(d, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
+	values[1] = ObjectIdGetDatum(newrole);
+	for (n = 0; n < lengthof(sql); n++)
+	{
+		if (SPI_execute_with_args(sql[n], 2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "REASSIGN OWNED BY on jobflow's tables failed");
+	}
+	as_owner_end(&s);
+}
+
+static void
+jf_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+		   ProcessUtilityContext context, ParamListInfo params,
+		   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *parsetree = pstmt->utilityStmt;
+	List	   *oids = NIL;
+	List	   *names = NIL;
+
+	switch (nodeTag(parsetree))
+	{
+		case T_DropStmt:
+			if (drops_jobflow((DropStmt *) parsetree))
+				check_drop_extension((DropStmt *) parsetree);
+			break;
+		case T_CopyStmt:
+			if (is_restore_copy((CopyStmt *) parsetree))
+				register_restorer();
+			break;
+		case T_DropRoleStmt:
+			{
+				ListCell   *lc;
+
+				foreach(lc, ((DropRoleStmt *) parsetree)->roles)
+				{
+					RoleSpec   *spec = (RoleSpec *) lfirst(lc);
+					Oid			oid = get_rolespec_oid(spec, true);
+
+					if (OidIsValid(oid))
+					{
+						oids = lappend_oid(oids, oid);
+						names = lappend(names, pstrdup(get_rolespec_name(spec)));
+					}
+				}
+			}
+			break;
+		case T_DropOwnedStmt:
+			oids = role_oids(((DropOwnedStmt *) parsetree)->roles);
+			break;
+		case T_ReassignOwnedStmt:
+			oids = role_oids(((ReassignOwnedStmt *) parsetree)->roles);
+			break;
+		default:
+			break;
+	}
+
+	if (prev_utility)
+		prev_utility(pstmt, queryString, readOnlyTree, context, params,
+					 queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+
+	switch (nodeTag(parsetree))
+	{
+		case T_DropRoleStmt:
+			check_dropped_roles(oids, names);
+			break;
+		case T_DropOwnedStmt:
+			drop_owned(oids);
+			break;
+		case T_ReassignOwnedStmt:
+			reassign_owned(oids,
+						   get_rolespec_oid(((ReassignOwnedStmt *) parsetree)->newrole, false));
+			break;
+		default:
+			break;
+	}
+}
+
+/* From _PG_init, in the postmaster: every backend inherits the hook. */
+void
+jf_guard_init(void)
+{
+	prev_utility = ProcessUtility_hook;
+	ProcessUtility_hook = jf_utility;
+#if PG_VERSION_NUM >= 150000
+	prev_request = shmem_request_hook;
+	shmem_request_hook = guard_shmem_request;
+#else
+	guard_shmem_request();
+#endif
+	prev_startup = shmem_startup_hook;
+	shmem_startup_hook = guard_shmem_startup;
+}
