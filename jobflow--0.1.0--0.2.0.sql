@@ -71,47 +71,6 @@ GRANT EXECUTE ON FUNCTION jobflow.wakeups() TO jobflow_admin;
  */
 SELECT pg_catalog.pg_notify('jobflow', '');
 
-/*
- * issue 13 (\dx+ jobflow documents its objects): comments on the types,
- * tables, view and API.  Functions are found by name, whatever their
- * argument lists.
- */
-COMMENT ON TYPE jobflow.task_state IS 'pending -> running -> succeeded | failed; pending -> cancelled';
-COMMENT ON TABLE jobflow.tasks IS 'one row per HTTP callback: the truth the worker fires from';
-COMMENT ON TABLE jobflow.task_log IS 'one row per attempt of a task, with its outcome';
-COMMENT ON TABLE jobflow.cron_timers IS 'recurring callbacks; each occurrence becomes a task';
-COMMENT ON VIEW jobflow.cron IS 'cron timers with their last run, as their owner sees them';
-DO $$
-DECLARE
-	f record;
-BEGIN
-	FOR f IN
-		SELECT p.oid::pg_catalog.regprocedure AS sig, c.text
-		  FROM pg_catalog.pg_proc p
-		  JOIN (VALUES
-			('schedule', 'schedule an HTTP callback at run_at; returns the task id'),
-			('cancel', 'cancel a pending task; true if it was pending'),
-			('reschedule', 'move a pending task to a new run_at'),
-			('worker_status', 'what the background worker holds and has done'),
-			('schedule_cron', 'create or replace a recurring callback by name'),
-			('unschedule_cron', 'delete a cron timer; its past tasks and log stay'),
-			('set_cron_active', 'pause (false) or resume (true) a cron timer'),
-			('cron_next', 'next occurrence of a cron schedule after a time, in a time zone'),
-			('_task_check', 'internal: row checks and state machine of tasks'),
-			('_wake_horizon', 'internal: announces new pending tasks to the worker'),
-			('_notify_worker', 'internal: statement trigger waking the worker'),
-			('_cron_check', 'internal: row checks of cron timers'),
-			('_cron_notify', 'internal: tells the worker a cron timer changed'),
-			('_materialize_cron', 'internal: turns due cron occurrences into tasks'),
-			('_current_role', 'internal: the role a task or timer belongs to')
-		  ) AS c(name, text) ON p.proname = c.name
-		 WHERE p.pronamespace = 'jobflow'::pg_catalog.regnamespace
-	LOOP
-		EXECUTE pg_catalog.format('COMMENT ON FUNCTION %s IS %L', f.sig, f.text);
-	END LOOP;
-END
-$$;
-
 /* ----------------------------------------------------------------------
  * issue 9, item 17: inputs refused with a clear SQLSTATE, nothing written
  * ---------------------------------------------------------------------- */
@@ -252,3 +211,49 @@ REVOKE ALL ON FUNCTION jobflow._cron_sync_occurrences() FROM PUBLIC;
 CREATE TRIGGER cron_sync_occurrences
 	AFTER UPDATE OR DELETE ON jobflow.cron_timers
 	FOR EACH ROW EXECUTE FUNCTION jobflow._cron_sync_occurrences();
+
+/*
+ * issue 13 (\dx+ jobflow documents its objects): comments on the types,
+ * tables, views and functions.  Functions are found by name, whatever their
+ * argument lists.  Keep this section last, and add every new object to it.
+ */
+COMMENT ON TYPE jobflow.task_state IS 'pending -> running -> succeeded | failed; pending -> cancelled';
+COMMENT ON TABLE jobflow.tasks IS 'one row per HTTP callback: the truth the worker fires from';
+COMMENT ON TABLE jobflow.task_log IS 'one row per attempt of a task, with its outcome';
+COMMENT ON TABLE jobflow.cron_timers IS 'recurring callbacks; each occurrence becomes a task';
+COMMENT ON VIEW jobflow.cron IS 'cron timers with their last run, as their owner sees them';
+COMMENT ON VIEW jobflow.task_import IS 'the task columns an application may set: COPY into it as an application role (COPY into jobflow.tasks is refused under row-level security)';
+DO $$
+DECLARE
+	f record;
+BEGIN
+	FOR f IN
+		SELECT p.oid::pg_catalog.regprocedure AS sig, c.text
+		  FROM pg_catalog.pg_proc p
+		  JOIN (VALUES
+			('schedule', 'schedule an HTTP callback at run_at; returns the task id'),
+			('cancel', 'cancel a pending task; true if it was pending'),
+			('reschedule', 'move a pending task to a new run_at'),
+			('worker_status', 'what the background worker holds and has done'),
+			('schedule_cron', 'create or replace a recurring callback by name'),
+			('unschedule_cron', 'delete a cron timer; its past tasks and log stay'),
+			('set_cron_active', 'pause (false) or resume (true) a cron timer'),
+			('cron_next', 'next occurrence of a cron schedule after a time, in a time zone'),
+			('_task_check', 'internal: row checks and state machine of tasks'),
+			('_wake_horizon', 'internal: announces new pending tasks to the worker'),
+			('_notify_worker', 'internal: statement trigger waking the worker'),
+			('_cron_check', 'internal: row checks of cron timers'),
+			('_cron_notify', 'internal: tells the worker a cron timer changed'),
+			('_materialize_cron', 'internal: turns due cron occurrences into tasks'),
+			('_current_role', 'internal: the role a task or timer belongs to'),
+			('_delete_cron_timer', 'internal: deletes a timer the caller may change, for unschedule_cron'),
+			('wakeups', 'wake-ups published at commit since the server started: id ranges and timer changes'),
+			('_task_import', 'internal: inserts each row written to jobflow.task_import as a task'),
+			('_cron_sync_occurrences', 'internal: a changed or deleted timer cancels its pending occurrences')
+		  ) AS c(name, text) ON p.proname = c.name
+		 WHERE p.pronamespace = 'jobflow'::pg_catalog.regnamespace
+	LOOP
+		EXECUTE pg_catalog.format('COMMENT ON FUNCTION %s IS %L', f.sig, f.text);
+	END LOOP;
+END
+$$;
