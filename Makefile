@@ -31,7 +31,8 @@ OBJS = \
 	src/cron_parse.o \
 	src/cron.o \
 	src/cron_sql.o \
-	src/tenant_api.o
+	src/tenant_api.o \
+	src/fault.o
 
 REGRESS = schedule validation lifecycle cron
 REGRESS_OPTS = --inputdir=. --load-extension=jobflow

@@ -39,6 +39,8 @@
 #define CRON_NAME_MAX		200
 /* an occurrence later than this is "missed" and follows the timer's policy */
 #define CRON_GRACE_US		(5 * USECS_PER_SEC)
+
+TimestampTz jobflow_cron_missed_before = 0;
 /* occurrences one timer may add in one call: bounds a per-second timer */
 #define CRON_MAX_PER_CALL	10000
 
@@ -448,6 +450,7 @@ jobflow_materialize_cron(PG_FUNCTION_ARGS)
 	bool		catch_up = PG_GETARG_BOOL(1);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz missed_before = now - CRON_GRACE_US;
 	int64	   *stale_ids = NULL;
 	TimestampTz *stale_at = NULL;
 	int			nstale = 0;
@@ -473,8 +476,10 @@ jobflow_materialize_cron(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
+	if (jobflow_cron_missed_before != 0 && jobflow_cron_missed_before < missed_before)
+		missed_before = jobflow_cron_missed_before;
 	if (catch_up)
-		nstale = cancel_stale(now - CRON_GRACE_US, &stale_ids, &stale_at);
+		nstale = cancel_stale(missed_before, &stale_ids, &stale_at);
 	stale_datums = palloc(sizeof(Datum) * (nstale + 1));
 	for (i = 0; i < (uint64) nstale; i++)
 		stale_datums[i] = Int64GetDatum(stale_ids[i]);
@@ -546,7 +551,7 @@ jobflow_materialize_cron(PG_FUNCTION_ARGS)
 							(long long) id)));
 			continue;
 		}
-		if (next_at < now - CRON_GRACE_US)
+		if (next_at < missed_before)
 			first_missed = next_at;
 		for (k = 0; k < nstale; k++)
 		{

@@ -29,6 +29,7 @@
  */
 #include "worker.h"
 
+#include "fault.h"
 #include "guard.h"
 
 #include "catalog/pg_type.h"
@@ -55,6 +56,11 @@ static dlist_head in_flight = DLIST_STATIC_INIT(in_flight);
 /* picks being claimed: counted in the fair share, not yet requests */
 static JfFairPick *claiming = NULL;
 static int	nclaiming = 0;
+
+/* requests of a committed claim, until libcurl has them all */
+static JfHttpRequest *committed = NULL;
+static int	ncommitted = 0;
+static int	nsubmitted = 0;
 static SPIPlanPtr claim_plan = NULL;
 static MemoryContext claim_cxt = NULL;	/* requests between claim and submit */
 
@@ -209,8 +215,31 @@ build_request(WorkerState *ws, HeapTuple tup, TupleDesc desc, uint32 queue,
 }
 
 /*
+ * A claimed request that was never handed to libcurl: its claim is undone
+ * (the log writer puts the task back to pending with its attempt count as
+ * before, and logs nothing), as for a request still queued at shutdown.
+ */
+static void
+unsend(WorkerState *ws, InFlightEntry *e)
+{
+	OutcomeRow	row;
+
+	jf_fair_release(ws->fair, e->task.queue);
+	memset(&row, 0, sizeof(row));
+	row.id = e->task.id;
+	row.attempt = e->task.attempt;
+	row.owner = e->task.owner;
+	row.scheduled_at = e->task.scheduled_at;
+	row.finished_at = GetCurrentTimestamp();
+	row.outcome = OUTCOME_UNSENT;
+	row.state = "pending";
+	log_writer_add(&row);
+	pfree(e);
+}
+
+/*
  * Hand committed claims to libcurl.  A request libcurl cannot take (out of
- * memory) is handed back like an unsent one at shutdown: claim undone.
+ * memory) is handed back unsent.
  */
 static void
 submit_requests(WorkerState *ws, JfHttpRequest *reqs, int n)
@@ -221,26 +250,11 @@ submit_requests(WorkerState *ws, JfHttpRequest *reqs, int n)
 	{
 		InFlightEntry *e = (InFlightEntry *) reqs[i].user;
 
+		nsubmitted = i + 1;
 		if (jf_http_submit(ws->http, &reqs[i]))
-		{
 			dlist_push_tail(&in_flight, &e->node);
-			continue;
-		}
-		jf_fair_release(ws->fair, e->task.queue);
-		{
-			OutcomeRow	row;
-
-			memset(&row, 0, sizeof(row));
-			row.id = e->task.id;
-			row.attempt = e->task.attempt;
-			row.owner = e->task.owner;
-			row.scheduled_at = e->task.scheduled_at;
-			row.finished_at = GetCurrentTimestamp();
-			row.outcome = OUTCOME_UNSENT;
-			row.state = "pending";
-			log_writer_add(&row);
-			pfree(e);
-		}
+		else
+			unsend(ws, e);
 	}
 }
 
@@ -351,6 +365,7 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	if (ret != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "claim statement failed: %s", SPI_result_code_string(ret));
 	worker_count_statement(1);
+	jf_fault("claim");
 	nclaimed = (int) SPI_processed;
 	reqs = MemoryContextAlloc(claim_cxt, sizeof(JfHttpRequest) * Max(nclaimed, 1));
 	old = MemoryContextSwitchTo(claim_cxt);
@@ -381,9 +396,14 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	}
 	jf_xact_commit();
 	nclaiming = 0;
+	committed = reqs;
+	ncommitted = nclaimed;
+	nsubmitted = 0;
+	jf_fault("after_claim");
 
 	/* only now: a claim that failed to commit must send nothing */
 	submit_requests(ws, reqs, nclaimed);
+	ncommitted = 0;
 	pg_atomic_fetch_add_u64(&jobflow_shared->fired, nclaimed);
 	MemoryContextReset(claim_cxt);
 }
@@ -454,6 +474,59 @@ dispatch_due(WorkerState *ws, int64 now_ms)
 	return more || n == batch;
 }
 
+/* how often running tasks are checked for strays when nothing suggests any */
+#define STRAY_CHECK_EVERY_MS (60 * 1000)
+
+/*
+ * Running tasks the worker holds no request or outcome for: an ERROR
+ * between a claim and its requests, or between a result and its outcome
+ * row, can leave them.  They go back to pending, the attempt logged as
+ * interrupted (it may have been delivered), now rather than at the next
+ * start.  Looked for after an error, and once a minute.
+ */
+void
+dispatch_rescue_strays(WorkerState *ws)
+{
+	int64	   *held;
+	int			nheld = dispatch_in_flight_ids(&held);
+	int64	   *strays;
+	int			nstrays = 0;
+	uint64		i;
+
+	jf_xact_begin("jobflow: look for running tasks without a request");
+	if (SPI_execute("SELECT id FROM jobflow.tasks WHERE state = 'running'", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read running tasks");
+	worker_count_statement(1);
+	strays = MemoryContextAlloc(TopTransactionContext, sizeof(int64) * (SPI_processed + 1));
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		int64		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+													 SPI_tuptable->tupdesc, 1, &isnull));
+
+		if (bsearch(&id, held, nheld, sizeof(int64), jf_compare_int64) == NULL &&
+			!log_writer_holds(id))
+			strays[nstrays++] = id;
+	}
+	if (nstrays > 0)
+	{
+		int64	   *copy = palloc(sizeof(int64) * nstrays);
+
+		memcpy(copy, strays, sizeof(int64) * nstrays);
+		strays = copy;
+	}
+	jf_xact_commit();
+	pfree(held);
+	ws->strays_suspected = false;
+	ws->next_stray_check_ms = jf_now_ms() + STRAY_CHECK_EVERY_MS;
+	if (nstrays == 0)
+		return;
+	feed_rescue_running(ws, strays, nstrays);
+	pfree(strays);
+	/* back to pending, overdue: the next rescan loads them */
+	ws->rescan_soon = true;
+}
+
 /*
  * After an ERROR: picks whose claim never committed are released, or their
  * origins and owners would keep fewer places for good.  Their tasks left
@@ -467,9 +540,33 @@ dispatch_recover(WorkerState *ws)
 	for (k = 0; k < nclaiming; k++)
 		jf_fair_release(ws->fair, claiming[k].queue);
 	nclaiming = 0;
+	/* committed but never handed to libcurl: nothing was sent */
+	for (k = nsubmitted; k < ncommitted; k++)
+		unsend(ws, (InFlightEntry *) committed[k].user);
+	ncommitted = 0;
 	MemoryContextReset(claim_cxt);
 }
 
+/*
+ * The ids of the tasks with a request in flight (or a result waiting to be
+ * recorded), sorted, in the current memory context: what housekeeping's
+ * check for stray running tasks must leave alone.
+ */
+int
+dispatch_in_flight_ids(int64 **ids)
+{
+	dlist_iter	it;
+	int			n = 0;
+
+	dlist_foreach(it, &in_flight)
+		n++;
+	*ids = palloc(sizeof(int64) * Max(n, 1));
+	n = 0;
+	dlist_foreach(it, &in_flight)
+		(*ids)[n++] = dlist_container(InFlightEntry, node, it.cur)->task.id;
+	qsort(*ids, n, sizeof(int64), jf_compare_int64);
+	return n;
+}
 /* Full jitter on the upper half: spreads retries of a failed burst. */
 static int64
 retry_delay_ms(int attempt, int64 retry_after_ms)

@@ -34,6 +34,7 @@
  */
 #include "worker.h"
 
+#include "fault.h"
 #include "guard.h"
 
 #include "access/xact.h"
@@ -372,7 +373,9 @@ load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
  * sends it) fails.  At least once: it may have been delivered.
  *
  * With ids, only those tasks: attempts whose outcome the log writer could
- * not record, so that they do not stay running until the next start.
+ * not record, or that an error left without a request (see
+ * dispatch_rescue_strays), so that they do not stay running until the next
+ * start.
  */
 void
 feed_rescue_running(WorkerState *ws, int64 *ids, int n)
@@ -392,7 +395,7 @@ feed_rescue_running(WorkerState *ws, int64 *ids, int n)
 		for (i = 0; i < n; i++)
 			d[i] = Int64GetDatum(ids[i]);
 		values[0] = PointerGetDatum(construct_array(d, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		values[1] = CStringGetTextDatum("the worker could not record the outcome of this attempt");
+		values[1] = CStringGetTextDatum("the worker lost track of this attempt after an error; it may have been delivered");
 	}
 	else
 	{
@@ -566,6 +569,7 @@ load_chunk(WorkerState *ws)
 		n++;
 	}
 	jf_xact_begin("jobflow: load announced tasks");
+	jf_fault("load");
 	values[0] = PointerGetDatum(construct_array(lo, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	values[1] = PointerGetDatum(construct_array(hi, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	values[2] = TimestampTzGetDatum(jf_ms_to_ts(ws->loaded_until_ms));
@@ -687,6 +691,7 @@ feed_housekeeping(WorkerState *ws, int64 now_ms)
 	}
 
 	jf_xact_begin("jobflow: load tasks within the horizon");
+	jf_fault("housekeeping");
 	materialize_cron(ws, now_ms, new_until, ws->loaded_until_ms == PG_INT64_MIN);
 	values[0] = TimestampTzGetDatum(jf_ms_to_ts(new_until));
 	if (ws->loaded_until_ms == PG_INT64_MIN)

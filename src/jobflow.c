@@ -12,6 +12,7 @@
 #include "jobflow.h"
 
 #include "guard.h"
+#include "fault.h"
 #include "http.h"
 
 #include <limits.h>
@@ -349,6 +350,7 @@ jobflow_define_gucs(void)
 							 &jobflow_dispatch, true,
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 
+	jf_fault_define_guc();
 	MarkGUCPrefixReserved("jobflow");
 }
 

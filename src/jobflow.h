@@ -111,6 +111,15 @@ extern TimestampTz jobflow_notify_before(void);
 extern void jobflow_publish_wake(const int64 *lo, const int64 *hi, int n,
 								 bool cron);
 
+/*
+ * cron_sql.c: occurrences due before this are "missed" and follow their
+ * timer's policy (0: before now minus a grace).  The worker sets it to the
+ * server's start, so that occurrences a worker restarted by errors did not
+ * fire still fire, late, and to the time dispatching resumes after the
+ * switch was off.
+ */
+extern TimestampTz jobflow_cron_missed_before;
+
 /* true in the jobflow worker process only (worker.c) */
 extern bool jobflow_am_worker;
 

@@ -16,6 +16,7 @@
  *-------------------------------------------------------------------------
  */
 #include "worker.h"
+#include "fault.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -116,6 +117,20 @@ log_writer_has_retry(int64 id)
 	for (i = 0; i < nrows; i++)
 	{
 		if (rows[i].id == id && rows[i].outcome == OUTCOME_RETRY)
+			return true;
+	}
+	return false;
+}
+
+/* Whether task id has an outcome waiting in the buffer. */
+bool
+log_writer_holds(int64 id)
+{
+	int			i;
+
+	for (i = 0; i < nrows; i++)
+	{
+		if (rows[i].id == id)
 			return true;
 	}
 	return false;
@@ -382,18 +397,26 @@ log_writer_flush(void)
 				failed[nfailed++] = rows[i].id;
 		}
 	}
+	jf_fault("flush");
 	jf_xact_commit();
+
+	/*
+	 * Written: forget the rows before anything else can fail, or an ERROR
+	 * from here on would have the next flush write them again.  Their
+	 * memory goes with the buffer's context below (or at the next flush).
+	 */
+	nrows = 0;
+	maxrows = 0;
+	rows = NULL;
+	pg_atomic_write_u64(&jobflow_shared->buffered_rows, 0);
+	jf_fault("after_flush");
 	for (i = 0; i < nfailed; i++)
 		add_orphan(failed[i]);
 
 	pg_atomic_fetch_add_u64(&jobflow_shared->flushes, 1);
 	pg_atomic_fetch_add_u64(&jobflow_shared->flushed_rows, written);
 	pg_atomic_write_u64(&jobflow_shared->last_flush_ms, (uint64) jf_now_ms());
-	nrows = 0;
-	maxrows = 0;
-	rows = NULL;
 	MemoryContextReset(buffer_cxt);
-	pg_atomic_write_u64(&jobflow_shared->buffered_rows, 0);
 }
 
 /*

@@ -23,6 +23,7 @@
 #include "compat.h"
 #include "schema_version.h"
 
+#include "fault.h"
 #include "guard.h"
 
 #include <sys/resource.h>
@@ -38,13 +39,17 @@
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "storage/bufmgr.h"
+#include "storage/condition_variable.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/timeout.h"
 
 #define EXTENSION_WAIT_MS 10000
 /* earliest rescan after dropped notifications, to bound what spoofing costs */
@@ -55,8 +60,12 @@
 #define LOCK_TIMEOUT "1s"
 
 static volatile int consecutive_errors = 0;
+static volatile bool starting = false;	/* in start_serving() */
 
 bool		jobflow_am_worker = false;
+
+/* the memory context current when the worker's transaction began */
+static MemoryContext xact_caller_cxt = NULL;
 
 /* the cluster's synchronous_commit, for claims (see jf_xact_begin_durable) */
 static char durable_commit[32] = "on";
@@ -95,6 +104,7 @@ jobflow_register_worker(void)
 void
 jf_xact_begin(const char *activity)
 {
+	xact_caller_cxt = CurrentMemoryContext;
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -126,6 +136,8 @@ jf_xact_commit(void)
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	/* back to the caller's context (a turn's), not TopMemoryContext */
+	MemoryContextSwitchTo(xact_caller_cxt);
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
@@ -341,6 +353,8 @@ dispatch_paused(WorkerState *ws)
 	{
 		case PAUSE_NONE:
 			ereport(LOG, (errmsg("jobflow worker resumes dispatching")));
+			/* occurrences due while it was off follow their missed policy */
+			jobflow_cron_missed_before = GetCurrentTimestamp();
 			/* this turn's housekeeping catches up first; the next one fires */
 			ws->loaded_until_ms = PG_INT64_MIN;
 			ws->next_housekeeping_ms = 0;
@@ -387,6 +401,10 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		long		timeout;
 		long		http_timeout;
 
+		/* what a turn allocates outside its transactions goes with it */
+		MemoryContextReset(ws->turn_cxt);
+		MemoryContextSwitchTo(ws->turn_cxt);
+		jf_fault("turn");
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
@@ -411,6 +429,8 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 			feed_housekeeping(ws, jf_now_ms());
 		if (jf_now_ms() >= log_writer_deadline())
 			log_writer_flush();
+		if (ws->strays_suspected || jf_now_ms() >= ws->next_stray_check_ms)
+			dispatch_rescue_strays(ws);
 		worker_publish_stats(ws);
 		if (jf_http_in_flight(ws->http) + jf_http_queued(ws->http) > 0)
 			busy = true;
@@ -441,11 +461,93 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 	}
 }
 
+/*
+ * Everything between connecting and the first turn.  Called again after an
+ * ERROR here (see recover_from_error): each step may run twice.
+ */
+static WaitEventSet *
+start_serving(WorkerState *ws)
+{
+	WaitEventSet *wes;
+
+	starting = true;
+	wait_for_extension(ws, false);
+	jf_guard_serve();
+
+	raise_fd_limit();
+	if (ws->http == NULL)
+		dispatch_init(ws);
+	jf_fault("startup");
+	feed_rescue_running(ws, NULL, 0);
+	feed_housekeeping(ws, jf_now_ms());
+	worker_publish_stats(ws);
+	ereport(LOG,
+			(errmsg("jobflow worker started in database \"%s\" with %zu task(s) due within %d s",
+					jobflow_database_name, jf_wheel_count(ws->wheel), jobflow_horizon_s)));
+
+	wes = jf_create_wait_event_set(3);
+	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	AddWaitEventToSet(wes, WL_SOCKET_READABLE, jf_http_fd(ws->http), NULL, NULL);
+	starting = false;
+	return wes;
+}
+
+/*
+ * The longjmp target's work, as PostgreSQL's own launchers do it: forget
+ * pending cancels and timeouts, report, abort the transaction, release
+ * what an error outside a transaction can leave held, and go on with the
+ * worker's memory intact.  The extension dropped under the worker is no
+ * error (see serve_again).
+ */
+static void
+recover_from_error(WorkerState *ws)
+{
+	bool		lost = jf_guard_take_lost();
+	bool		lock_wait;
+
+	error_context_stack = NULL;
+	HOLD_INTERRUPTS();
+	disable_all_timeouts(false);
+	QueryCancelPending = false;
+	if (!lost)
+		EmitErrorReport();
+	lock_wait = geterrcode() == ERRCODE_LOCK_NOT_AVAILABLE;
+	AbortCurrentTransaction();
+	LWLockReleaseAll();
+	ConditionVariableCancelSleep();
+	pgstat_report_wait_end();
+	UnlockBuffers();
+	MemoryContextSwitchTo(TopMemoryContext);
+	FlushErrorState();
+	MemoryContextReset(ws->turn_cxt);
+	RESUME_INTERRUPTS();
+
+	if (ws->fair != NULL)
+		dispatch_recover(ws);
+	if (lost)
+	{
+		serve_again(ws);
+		return;
+	}
+	/* drained wake-ups or forgotten wheel entries may be lost; strays left */
+	ws->rescan_soon = true;
+	ws->strays_suspected = true;
+	if (starting)
+	{
+		/* not serving yet: try again, calmly, for as long as it takes */
+		consecutive_errors = Min(consecutive_errors + 1, MAX_CONSECUTIVE_ERRORS);
+	}
+	else if (!lock_wait && ++consecutive_errors > MAX_CONSECUTIVE_ERRORS)
+		proc_exit(1);
+	pg_usleep(100000L * consecutive_errors);
+}
+
 void
 jobflow_worker_main(Datum main_arg)
 {
 	static WorkerState ws;		/* static: must survive a longjmp */
-	WaitEventSet *wes;
+	static WaitEventSet *wes = NULL;
 	sigjmp_buf	local_sigjmp_buf;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -484,65 +586,31 @@ jobflow_worker_main(Datum main_arg)
 	memset(&ws, 0, sizeof(ws));
 	ws.cxt = AllocSetContextCreate(TopMemoryContext, "jobflow worker",
 								   ALLOCSET_DEFAULT_SIZES);
+	ws.turn_cxt = AllocSetContextCreate(TopMemoryContext, "jobflow worker turn",
+										ALLOCSET_DEFAULT_SIZES);
 	feed_init(&ws);
 	log_writer_init();
+	/* occurrences that fell due while the server was down are the missed ones */
+	jobflow_cron_missed_before = PgStartTime;
 
 	/* listen first: a task committed after this is either notified or scanned */
 	feed_listen();
-	wait_for_extension(&ws, false);
-	jf_guard_serve();
-
-	raise_fd_limit();
-	dispatch_init(&ws);
-	feed_rescue_running(&ws, NULL, 0);
-	feed_housekeeping(&ws, jf_now_ms());
-	worker_publish_stats(&ws);
-	ereport(LOG,
-			(errmsg("jobflow worker started in database \"%s\" with %zu task(s) due within %d s",
-					jobflow_database_name, jf_wheel_count(ws.wheel), jobflow_horizon_s)));
-
-	wes = jf_create_wait_event_set(3);
-	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
-	AddWaitEventToSet(wes, WL_SOCKET_READABLE, jf_http_fd(ws.http), NULL, NULL);
 
 	/*
-	 * From here on an ERROR aborts the transaction and resumes the loop, as
-	 * in the autovacuum launcher: the wheel, the requests in flight and the
-	 * buffered outcomes are in this process's memory only, and exiting
-	 * would turn every one of them into a re-sent, interrupted attempt.
-	 * The table stays the truth either way; repeated errors still exit.
+	 * From here on an ERROR aborts the transaction and resumes where the
+	 * worker was, as in the autovacuum launcher: the wheel, the requests in
+	 * flight and the buffered outcomes are in this process's memory only,
+	 * and exiting would turn every one of them into a re-sent, interrupted
+	 * attempt.  An error while starting is retried, never a reason to exit
+	 * (a restore in progress, say); repeated errors in the loop still exit.
+	 * The table stays the truth either way.
 	 */
 	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
-	{
-		/* the extension was dropped: not an error, see serve_again() */
-		bool		lost = jf_guard_take_lost();
-		bool		lock_wait;
-
-		error_context_stack = NULL;
-		HOLD_INTERRUPTS();
-		if (!lost)
-			EmitErrorReport();
-		lock_wait = geterrcode() == ERRCODE_LOCK_NOT_AVAILABLE;
-		AbortCurrentTransaction();
-		MemoryContextSwitchTo(TopMemoryContext);
-		FlushErrorState();
-		RESUME_INTERRUPTS();
-		if (ws.fair != NULL)
-			dispatch_recover(&ws);
-		if (lost)
-			serve_again(&ws);
-		else
-		{
-			if (!lock_wait && ++consecutive_errors > MAX_CONSECUTIVE_ERRORS)
-				proc_exit(1);
-			/* drained notifications or forgotten wheel entries may be lost */
-			ws.rescan_soon = true;
-			pg_usleep(100000L * consecutive_errors);
-		}
-	}
+		recover_from_error(&ws);
 	PG_exception_stack = &local_sigjmp_buf;
 
+	if (wes == NULL)
+		wes = start_serving(&ws);
 	run_loop(&ws, wes);
 
 	PG_exception_stack = NULL;

@@ -47,6 +47,16 @@ jf_ms_to_ts(int64 ms)
 	return ms * 1000 - JF_EPOCH_DIFF_US;
 }
 
+/* qsort/bsearch order of int64 ids */
+static inline int
+jf_compare_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return (x > y) - (x < y);
+}
+
 static inline int64
 jf_now_ms(void)
 {
@@ -70,6 +80,7 @@ struct taskmap_hash;
 typedef struct WorkerState
 {
 	MemoryContext cxt;			/* long-lived allocations */
+	MemoryContext turn_cxt;		/* what one turn allocates outside transactions */
 	JfWheel    *wheel;
 	struct taskmap_hash *map;	/* task id -> wheel handle */
 	JfHttp	   *http;
@@ -78,6 +89,8 @@ typedef struct WorkerState
 	int64		next_housekeeping_ms;
 	int64		last_housekeeping_ms;
 	int64		next_full_rescan_ms;	/* overdue tasks of any age rescanned */
+	int64		next_stray_check_ms;	/* running tasks without a request */
+	bool		strays_suspected;	/* an ERROR may have left some */
 	bool		rescan_soon;	/* notifications were dropped: rescan early */
 	bool		stopping;		/* SIGTERM: claim nothing new */
 	bool		sequences_behind;	/* last seen by materialize_cron */
@@ -104,6 +117,8 @@ extern bool dispatch_due(WorkerState *ws, int64 now_ms);
 extern void dispatch_collect(WorkerState *ws);
 extern void dispatch_abandon(WorkerState *ws);
 extern void dispatch_recover(WorkerState *ws);
+extern int	dispatch_in_flight_ids(int64 **ids);
+extern void dispatch_rescue_strays(WorkerState *ws);
 
 /* log_writer.c: buffered, batched writes of outcomes */
 typedef enum TaskOutcome
@@ -137,6 +152,7 @@ extern void log_writer_init(void);
 extern void log_writer_add(const OutcomeRow *row);
 extern int	log_writer_buffered(void);
 extern bool log_writer_has_retry(int64 id);
+extern bool log_writer_holds(int64 id);
 extern int	log_writer_orphans(int64 **ids);
 extern void log_writer_forget_orphans(int n);
 extern int64 log_writer_deadline(void);
