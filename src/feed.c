@@ -439,7 +439,10 @@ static void
 materialize_cron(WorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
 {
 	Oid			types[2] = {TIMESTAMPTZOID, BOOLOID};
+	Oid			id_types[1] = {INT8ARRAYOID};
 	Datum		values[2];
+	Datum		ids;
+	bool		isnull;
 	int64		lookahead = Max((int64) 60000, 3 * (int64) jobflow_reconcile_ms);
 	uint64		i;
 	int			ret;
@@ -449,12 +452,26 @@ materialize_cron(WorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
 		return;
 	values[0] = TimestampTzGetDatum(jf_ms_to_ts(Min(until_ms, now_ms + lookahead)));
 	values[1] = BoolGetDatum(catch_up);
-	ret = SPI_execute_with_args("SELECT " LOAD_COLUMNS
-								"  FROM jobflow._materialize_cron($1, $2) m"
-								"  JOIN jobflow.tasks t ON t.id = m.id",
+	ret = SPI_execute_with_args("SELECT pg_catalog.array_agg(m.id)"
+								"  FROM jobflow._materialize_cron($1, $2) m",
 								2, types, values, NULL, false, 0);
-	if (ret != SPI_OK_SELECT)
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "materialising cron timers failed: %s", SPI_result_code_string(ret));
+	worker_count_statement(1);
+	ids = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (isnull)
+		return;
+
+	/*
+	 * The new rows are read by a statement of their own: within the one
+	 * that inserted them, a scan of jobflow.tasks would not see them.
+	 */
+	ret = SPI_execute_with_args("SELECT " LOAD_COLUMNS " FROM jobflow.tasks t"
+								" WHERE t.id = ANY($1)",
+								1, id_types, &ids, NULL, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "loading materialised cron occurrences failed: %s",
+			 SPI_result_code_string(ret));
 	for (i = 0; i < SPI_processed; i++)
 		load_tuple(ws, SPI_tuptable->vals[i], SPI_tuptable->tupdesc, now_ms);
 	SPI_freetuptable(SPI_tuptable);
