@@ -307,7 +307,7 @@ handle_unclaimed(WorkerState *ws, JfFairPick *picks, int n, bool *claimed,
  * Everything the requests need is copied by jf_http_submit, so the
  * transaction's memory can go when it commits.
  */
-static void
+static int
 claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 {
 	Datum		values[2];
@@ -406,6 +406,7 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	ncommitted = 0;
 	pg_atomic_fetch_add_u64(&jobflow_shared->fired, nclaimed);
 	MemoryContextReset(claim_cxt);
+	return nclaimed;
 }
 
 /*
@@ -467,7 +468,12 @@ dispatch_due(WorkerState *ws, int64 now_ms)
 	n = jf_fair_pick(ws->fair, picks, batch, feed_take, ws);
 	if (n > 0)
 	{
-		claim_and_submit(ws, picks, n, now_ms);
+		/*
+		 * Picks the claim did not take (cancelled while parked) used places
+		 * for nothing: come back at once for what they kept waiting.
+		 */
+		if (claim_and_submit(ws, picks, n, now_ms) < n)
+			more = true;
 		/* start these requests before anything else */
 		dispatch_collect(ws);
 	}
