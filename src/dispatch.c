@@ -527,7 +527,8 @@ dispatch_rescue_strays(WorkerState *ws)
 	ws->next_stray_check_ms = jf_now_ms() + STRAY_CHECK_EVERY_MS;
 	if (nstrays == 0)
 		return;
-	feed_rescue_running(ws, strays, nstrays);
+	feed_rescue_running(ws, strays, nstrays,
+						"the worker lost track of this attempt after an error; it may have been delivered");
 	pfree(strays);
 	/* back to pending, overdue: the next rescan loads them */
 	ws->rescan_soon = true;

@@ -14,6 +14,7 @@
  *-------------------------------------------------------------------------
  */
 #include "fair.h"
+#include "hash.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,25 +81,6 @@ struct JfFair
 };
 
 static uint32_t
-hash32(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= UINT64_C(0xff51afd7ed558ccd);
-	x ^= x >> 33;
-	return (uint32_t) x;
-}
-
-static uint32_t
-hash_string(const char *s)
-{
-	uint32_t	h = 2166136261u;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char) *s) * 16777619u;
-	return h;
-}
-
-static uint32_t
 host_hash(const JfFair *f, uint32_t i)
 {
 	return f->hosts[i].hash;
@@ -107,13 +89,13 @@ host_hash(const JfFair *f, uint32_t i)
 static uint32_t
 owner_hash(const JfFair *f, uint32_t i)
 {
-	return hash32(f->owners[i].oid);
+	return jf_hash64(f->owners[i].oid);
 }
 
 static uint32_t
 queue_hash(const JfFair *f, uint32_t i)
 {
-	return hash32(((uint64_t) f->queues[i].owner << 32) | f->queues[i].host);
+	return jf_hash64(((uint64_t) f->queues[i].owner << 32) | f->queues[i].host);
 }
 
 /* Grow an index to twice its size, re-placing every entry. */
@@ -269,7 +251,7 @@ jf_fair_origin(const char *url, char *buf, size_t len)
 static uint32_t
 find_host(JfFair *f, const char *origin)
 {
-	uint32_t	h = hash_string(origin);
+	uint32_t	h = jf_hash_string(origin);
 	uint32_t	s;
 	Host	   *host;
 
@@ -306,7 +288,7 @@ find_owner(JfFair *f, uint32_t oid)
 		(f->owner_index.used + 1) * 2 > f->owner_index.size)
 		if (!index_grow(f, &f->owner_index, owner_hash))
 			return NONE;
-	for (s = hash32(oid) & (f->owner_index.size - 1); f->owner_index.slots[s] != 0;
+	for (s = jf_hash64(oid) & (f->owner_index.size - 1); f->owner_index.slots[s] != 0;
 		 s = (s + 1) & (f->owner_index.size - 1))
 		if (f->owners[f->owner_index.slots[s] - 1].oid == oid)
 			return f->owner_index.slots[s] - 1;
@@ -337,7 +319,7 @@ jf_fair_queue(JfFair *f, uint32_t owner, const char *url)
 		(f->queue_index.used + 1) * 2 > f->queue_index.size)
 		if (!index_grow(f, &f->queue_index, queue_hash))
 			return NONE;
-	for (s = hash32(((uint64_t) own << 32) | host) & (f->queue_index.size - 1);
+	for (s = jf_hash64(((uint64_t) own << 32) | host) & (f->queue_index.size - 1);
 		 f->queue_index.slots[s] != 0;
 		 s = (s + 1) & (f->queue_index.size - 1))
 	{

@@ -36,6 +36,7 @@
 
 #include "fault.h"
 #include "guard.h"
+#include "hash.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -59,22 +60,11 @@ typedef struct TaskMapEntry
 	bool		parked;			/* due, waiting in jf_fair for a place */
 } TaskMapEntry;
 
-static inline uint32
-hash_task_id(int64 id)
-{
-	uint64		h = (uint64) id;
-
-	h ^= h >> 33;
-	h *= UINT64CONST(0xff51afd7ed558ccd);
-	h ^= h >> 33;
-	return (uint32) h;
-}
-
 #define SH_PREFIX taskmap
 #define SH_ELEMENT_TYPE TaskMapEntry
 #define SH_KEY_TYPE int64
 #define SH_KEY id
-#define SH_HASH_KEY(tb, key) hash_task_id(key)
+#define SH_HASH_KEY(tb, key) jf_hash64((uint64) (key))
 #define SH_EQUAL(tb, a, b) ((a) == (b))
 #define SH_SCOPE static inline
 #define SH_DECLARE
@@ -375,10 +365,10 @@ load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
  * With ids, only those tasks: attempts whose outcome the log writer could
  * not record, or that an error left without a request (see
  * dispatch_rescue_strays), so that they do not stay running until the next
- * start.
+ * start; why is logged with each.
  */
 void
-feed_rescue_running(WorkerState *ws, int64 *ids, int n)
+feed_rescue_running(WorkerState *ws, int64 *ids, int n, const char *why)
 {
 	Oid			types[2] = {INT8ARRAYOID, TEXTOID};
 	Datum		values[2];
@@ -395,7 +385,7 @@ feed_rescue_running(WorkerState *ws, int64 *ids, int n)
 		for (i = 0; i < n; i++)
 			d[i] = Int64GetDatum(ids[i]);
 		values[0] = PointerGetDatum(construct_array(d, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		values[1] = CStringGetTextDatum("the worker lost track of this attempt after an error; it may have been delivered");
+		values[1] = CStringGetTextDatum(why);
 	}
 	else
 	{
@@ -701,7 +691,8 @@ feed_housekeeping(WorkerState *ws, int64 now_ms)
 		/* forgotten only once rescued: an error keeps them for next time */
 		if (norphans > 0)
 		{
-			feed_rescue_running(ws, orphans, norphans);
+			feed_rescue_running(ws, orphans, norphans,
+								"the worker could not record the outcome of this attempt");
 			log_writer_forget_orphans(norphans);
 			rescued = true;
 		}

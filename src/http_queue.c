@@ -20,6 +20,7 @@
  *-------------------------------------------------------------------------
  */
 #include "http_internal.h"
+#include "hash.h"
 
 struct JfHost
 {
@@ -31,17 +32,6 @@ struct JfHost
 	JfReq	   *tail;
 	char		key[];
 };
-
-/* FNV-1a: host keys are short and few, any spread will do. */
-static uint32_t
-hash_key(const char *s)
-{
-	uint32_t	x = 2166136261u;
-
-	for (; *s; s++)
-		x = (x ^ (unsigned char) *s) * 16777619u;
-	return x;
-}
 
 /* Hosts in the heap always have a waiting request: order by the oldest. */
 static bool
@@ -163,7 +153,7 @@ host_rehash(JfHttp *h)
 static JfHost *
 host_get(JfHttp *h, const char *key)
 {
-	uint32_t	hv = hash_key(key);
+	uint32_t	hv = jf_hash_string(key);
 	JfHost	   *x;
 	size_t		klen;
 

@@ -315,7 +315,7 @@ serve_again(WorkerState *ws)
 	consecutive_errors = 0;
 	wait_for_extension(ws, true);
 	jf_guard_serve();
-	feed_rescue_running(ws, NULL, 0);
+	feed_rescue_running(ws, NULL, 0, NULL);
 }
 
 /*
@@ -478,7 +478,7 @@ start_serving(WorkerState *ws)
 	if (ws->http == NULL)
 		dispatch_init(ws);
 	jf_fault("startup");
-	feed_rescue_running(ws, NULL, 0);
+	feed_rescue_running(ws, NULL, 0, NULL);
 	feed_housekeeping(ws, jf_now_ms());
 	worker_publish_stats(ws);
 	ereport(LOG,

@@ -100,7 +100,8 @@ typedef struct WorkerState
 extern void feed_init(WorkerState *ws);
 extern void feed_listen(void);
 extern void feed_forget_all(WorkerState *ws);
-extern void feed_rescue_running(WorkerState *ws, int64 *ids, int n);
+extern void feed_rescue_running(WorkerState *ws, int64 *ids, int n,
+								const char *why);
 extern void feed_process_notifications(WorkerState *ws);
 extern bool feed_take_wakeups(WorkerState *ws);
 extern void feed_housekeeping(WorkerState *ws, int64 now_ms);

@@ -12,6 +12,10 @@
 #   receiver   session: the running receiver (Receiver below): url(),
 #              unique_url(), requests(), tagged(), reset(), wait_for().
 #   second_receiver  another receiver process, for one test.
+#   new_role   factory: new_role() -> name of a fresh LOGIN role granted
+#              jobflow_user; its tasks, log rows and timers are deleted,
+#              and it is dropped, when the test ends.
+#   app_role   one such role.
 #   connect    factory: connect(autocommit=True) -> psycopg2 connection,
 #              closed when the test ends.
 #   db         one autocommit connection (connect()).
@@ -201,6 +205,33 @@ def connect():
 def db(connect):
     """One autocommit connection to the jobflow database."""
     return connect()
+
+
+@pytest.fixture
+def new_role(db):
+    """Factory of throwaway application roles (see the header)."""
+    names = []
+
+    def make():
+        name = "app_" + uuid.uuid4().hex[:10]
+        with db.cursor() as cur:
+            cur.execute("CREATE ROLE %s LOGIN" % name)
+            cur.execute("GRANT jobflow_user TO %s" % name)
+        names.append(name)
+        return name
+    yield make
+    with db.cursor() as cur:
+        cur.execute("RESET ROLE")
+        for name in names:
+            cur.execute("DELETE FROM jobflow.cron_timers WHERE owner = %s::regrole", (name,))
+            cur.execute("DELETE FROM jobflow.task_log WHERE owner = %s::regrole", (name,))
+            cur.execute("DELETE FROM jobflow.tasks WHERE owner = %s::regrole", (name,))
+            cur.execute("DROP ROLE %s" % name)
+
+
+@pytest.fixture
+def app_role(new_role):
+    return new_role()
 
 
 def query(conn, sql, args=None):

@@ -27,21 +27,6 @@ STRICT = ("169.254.0.0/16, fe80::/10, fd00:ec2::254/128, 100.100.100.200/32, "
 
 
 @pytest.fixture
-def app_role(db):
-    """A throwaway application role granted jobflow_user."""
-    name = "app_" + uuid.uuid4().hex[:10]
-    with db.cursor() as cur:
-        cur.execute("CREATE ROLE %s" % name)
-        cur.execute("GRANT jobflow_user TO %s" % name)
-    yield name
-    with db.cursor() as cur:
-        cur.execute("RESET ROLE")
-        cur.execute("DELETE FROM jobflow.task_log WHERE owner = %s::regrole", (name,))
-        cur.execute("DELETE FROM jobflow.tasks WHERE owner = %s::regrole", (name,))
-        cur.execute("DROP ROLE %s" % name)
-
-
-@pytest.fixture
 def deny_list(db, server):
     """Set jobflow.deny_networks for one test (None = the default)."""
     def apply(value):

@@ -9,7 +9,6 @@
 #
 # -------------------------------------------------------------------------
 
-import time
 
 from conftest import query, wait_final
 

@@ -20,22 +20,6 @@ import pytest
 
 from conftest import query, wait_final
 
-ROLE_PREFIX = "copy_app_"
-
-
-@pytest.fixture
-def app_role(db):
-    """A role with jobflow_user only (no superuser, no BYPASSRLS); its
-    tasks and log rows are removed, and the role dropped, at the end."""
-    name = ROLE_PREFIX + uuid.uuid4().hex[:8]
-    with db.cursor() as cur:
-        cur.execute("CREATE ROLE %s LOGIN" % name)
-        cur.execute("GRANT jobflow_user TO %s" % name)
-    yield name
-    with db.cursor() as cur:
-        cur.execute("DELETE FROM jobflow.task_log WHERE owner = %s::regrole", (name,))
-        cur.execute("DELETE FROM jobflow.tasks WHERE owner = %s::regrole", (name,))
-        cur.execute("DROP ROLE %s" % name)
 
 
 def _copy(connect, role, sql, data):

@@ -16,7 +16,6 @@
 # -------------------------------------------------------------------------
 
 import socket
-import threading
 import time
 import uuid
 
@@ -47,18 +46,9 @@ class BlackHoles:
 
 
 @pytest.fixture
-def roles(db):
+def roles(new_role):
     """Two fresh application roles: (tenant, victim)."""
-    names = ["jf_iso_%s" % uuid.uuid4().hex[:8] for _ in range(2)]
-    with db.cursor() as cur:
-        for n in names:
-            cur.execute("CREATE ROLE %s" % n)
-            cur.execute("GRANT jobflow_user TO %s" % n)
-    yield names
-    with db.cursor() as cur:
-        cur.execute("UPDATE jobflow.tasks SET state = 'cancelled' WHERE state = 'pending'"
-                    " AND owner::text = ANY(%s)", (names,))
-        cur.execute("DELETE FROM jobflow.cron_timers WHERE owner::text = ANY(%s)", (names,))
+    return [new_role(), new_role()]
 
 
 def flood(conn, role, urls, per_url, timeout_ms=60000, due="now()"):
@@ -283,10 +273,10 @@ def test_forged_wakeups_cost_no_statements(connect, db):
     # stretch first, once earlier tests' requests and parked tasks are gone
     deadline = time.time() + 180
     while True:
-        assert time.time() < deadline, "the worker never went idle: %s" % st
         st = query(db, "SELECT in_flight, queued, buffered_rows FROM jobflow.worker_status()")[0]
         if st["in_flight"] == 0 and st["queued"] == 0 and st["buffered_rows"] == 0:
             break
+        assert time.time() < deadline, "the worker never went idle: %s" % st
         time.sleep(0.5)
     base = statements()
     time.sleep(1.5)

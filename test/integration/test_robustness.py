@@ -11,27 +11,12 @@
 # -------------------------------------------------------------------------
 
 import time
-import uuid
 
 import pytest
 
 from conftest import epoch, schedule, task_log, task_row, wait_final
 
 PROMPT = 1.0
-
-
-@pytest.fixture
-def app_role(db):
-    """A throwaway application role granted jobflow_user."""
-    name = "app_" + uuid.uuid4().hex[:10]
-    with db.cursor() as cur:
-        cur.execute("CREATE ROLE %s" % name)
-        cur.execute("GRANT jobflow_user TO %s" % name)
-    yield name
-    with db.cursor() as cur:
-        cur.execute("DELETE FROM jobflow.task_log WHERE owner = %s::regrole", (name,))
-        cur.execute("DELETE FROM jobflow.tasks WHERE owner = %s::regrole", (name,))
-        cur.execute("DROP ROLE %s" % name)
 
 
 def test_moved_earlier_without_notification_fires_at_new_time(db, receiver, server):
