@@ -12,8 +12,9 @@
 # Environment: BENCH_PORT (cluster port, default 54413), BENCH_PERF=1
 # (perf-record the worker during the first burst and print its top symbols),
 # BENCH_TASKS_1M (size of the memory/load phase, default 1000000),
-# BENCH_PHASES (comma list of steady,burst,big), BENCH_BUILD=head (build and
-# install the last commit instead of the working tree),
+# BENCH_PHASES (comma list of steady,burst,big,isolation), BENCH_BUILD=head
+# (build and install the last commit instead of the working tree), BENCH_REV
+# (build and install that commit instead: a baseline for the same machine),
 # JOBFLOW_KEEP_CLUSTER=1 (keep the stopped cluster's files for a post-mortem).
 source "$(dirname "$0")/../scripts/lib.sh"
 
@@ -21,10 +22,11 @@ BENCH_PORT=${BENCH_PORT:-54413}
 NGINX=${NGINX:-/usr/sbin/nginx}
 
 ensure_packages nginx-light
-if [ "${BENCH_BUILD:-tree}" = head ]; then
-	# the last commit, not the working tree (which others may be editing)
-	SNAPSHOT=$(mktemp -d /tmp/jobflow-bench-src.XXXXXX)
-	BENCH_COMMIT=$(git -C "$REPO" log -1 --format='%h %s')
+if [ "${BENCH_BUILD:-tree}" = head ] || [ -n "${BENCH_REV:-}" ]; then
+	# a commit (the last one, or BENCH_REV: a baseline such as 0.1.0's), not
+	# the working tree (which others may be editing)
+	SNAPSHOT=$(mktemp -d "${TMPDIR:-/tmp}/jobflow-bench-src.XXXXXX")
+	BENCH_COMMIT=$(git -C "$REPO" log -1 --format='%h %s' "${BENCH_REV:-HEAD}")
 	export BENCH_COMMIT
 	git -C "$REPO" archive "${BENCH_COMMIT%% *}" | tar -x -C "$SNAPSHOT"
 	REPO=$SNAPSHOT build_and_install
