@@ -212,14 +212,6 @@ CREATE TRIGGER cron_sync_occurrences
 	AFTER UPDATE OR DELETE ON jobflow.cron_timers
 	FOR EACH ROW EXECUTE FUNCTION jobflow._cron_sync_occurrences();
 
-/* ---- Errors inside the worker (issue 9, item 11) ---- */
-
-/*
- * Running tasks are few (at most the requests in flight); the worker looks
- * them up after an error to rescue those it no longer holds a request for.
- */
-CREATE INDEX tasks_running ON jobflow.tasks (id) WHERE state = 'running';
-
 /*
  * issue 13 (\dx+ jobflow documents its objects): comments on the types,
  * tables, views and functions.  Functions are found by name, whatever their

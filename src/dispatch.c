@@ -480,15 +480,14 @@ dispatch_due(WorkerState *ws, int64 now_ms)
 	return more || n == batch;
 }
 
-/* how often running tasks are checked for strays when nothing suggests any */
-#define STRAY_CHECK_EVERY_MS (60 * 1000)
-
 /*
  * Running tasks the worker holds no request or outcome for: an ERROR
  * between a claim and its requests, or between a result and its outcome
  * row, can leave them.  They go back to pending, the attempt logged as
  * interrupted (it may have been delivered), now rather than at the next
- * start.  Looked for after an error, and once a minute.
+ * start.  Looked for after an error only: a partial index on running tasks
+ * would make this cheap at all times, but every claim and outcome then
+ * updates it, and its dead entries slow the outcome writes of a burst down.
  */
 void
 dispatch_rescue_strays(WorkerState *ws)
@@ -524,7 +523,6 @@ dispatch_rescue_strays(WorkerState *ws)
 	jf_xact_commit();
 	pfree(held);
 	ws->strays_suspected = false;
-	ws->next_stray_check_ms = jf_now_ms() + STRAY_CHECK_EVERY_MS;
 	if (nstrays == 0)
 		return;
 	feed_rescue_running(ws, strays, nstrays,

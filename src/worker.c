@@ -429,7 +429,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 			feed_housekeeping(ws, jf_now_ms());
 		if (jf_now_ms() >= log_writer_deadline())
 			log_writer_flush();
-		if (ws->strays_suspected || jf_now_ms() >= ws->next_stray_check_ms)
+		if (ws->strays_suspected)
 			dispatch_rescue_strays(ws);
 		worker_publish_stats(ws);
 		if (jf_http_in_flight(ws->http) + jf_http_queued(ws->http) > 0)
@@ -532,7 +532,8 @@ recover_from_error(WorkerState *ws)
 	}
 	/* drained wake-ups or forgotten wheel entries may be lost; strays left */
 	ws->rescan_soon = true;
-	ws->strays_suspected = true;
+	if (!lock_wait)
+		ws->strays_suspected = true;
 	if (starting)
 	{
 		/* not serving yet: try again, calmly, for as long as it takes */

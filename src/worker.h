@@ -89,7 +89,6 @@ typedef struct WorkerState
 	int64		next_housekeeping_ms;
 	int64		last_housekeeping_ms;
 	int64		next_full_rescan_ms;	/* overdue tasks of any age rescanned */
-	int64		next_stray_check_ms;	/* running tasks without a request */
 	bool		strays_suspected;	/* an ERROR may have left some */
 	bool		rescan_soon;	/* notifications were dropped: rescan early */
 	bool		stopping;		/* SIGTERM: claim nothing new */
