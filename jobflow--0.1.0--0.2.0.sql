@@ -22,7 +22,8 @@
 CREATE FUNCTION jobflow._delete_cron_timer(id bigint)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'jobflow_delete_cron_timer'
-LANGUAGE C VOLATILE STRICT;
+LANGUAGE C VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp;
 
 CREATE OR REPLACE FUNCTION jobflow.unschedule_cron(name text)
 RETURNS boolean

@@ -280,18 +280,31 @@ handle_unclaimed(WorkerState *ws, JfFairPick *picks, int n, bool *claimed,
 				 int64 now_ms)
 {
 	Datum	   *missed = palloc(sizeof(Datum) * Max(n, 1));
+	JfFairPick *gone = palloc(sizeof(JfFairPick) * Max(n, 1));
+	int			ngone = 0;
 	int			nmissed = 0;
 	int			k;
 
+	/*
+	 * What an error from here on must still release (dispatch_recover): the
+	 * claimed picks only, which are all that stay in `claiming`.
+	 */
+	nclaiming = 0;
 	for (k = 0; k < n; k++)
 	{
-		int64		id = (int64) picks[k].id;
-
 		if (claimed[k])
-			continue;
-		jf_fair_release(ws->fair, picks[k].queue);
+			claiming[nclaiming++] = picks[k];
+		else
+			gone[ngone++] = picks[k];
+	}
+	for (k = 0; k < ngone; k++)
+		jf_fair_release(ws->fair, gone[k].queue);
+	for (k = 0; k < ngone; k++)
+	{
+		int64		id = (int64) gone[k].id;
+
 		if (log_writer_has_retry(id))
-			feed_upsert(ws, id, now_ms + jobflow_log_flush_ms, picks[k].queue);
+			feed_upsert(ws, id, now_ms + jobflow_log_flush_ms, gone[k].queue);
 		else
 			missed[nmissed++] = Int64GetDatum(id);
 	}
@@ -300,6 +313,7 @@ handle_unclaimed(WorkerState *ws, JfFairPick *picks, int n, bool *claimed,
 														 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)),
 					 now_ms);
 	pfree(missed);
+	pfree(gone);
 }
 
 /*
@@ -321,6 +335,12 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	bool	   *claimed;
 	MemoryContext old;
 
+	/* sorted by id, so that each claimed row finds its pick */
+	qsort(picks, n, sizeof(JfFairPick), compare_pick);
+	/* from here, an error releases them (even one starting the transaction) */
+	claiming = picks;
+	nclaiming = n;
+	jf_fault("before_claim");
 	jf_xact_begin_durable("jobflow: claim due tasks");
 	if (claim_plan == NULL)
 	{
@@ -351,10 +371,6 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 		SPI_keepplan(plan);
 		claim_plan = plan;
 	}
-	/* sorted by id, so that each claimed row finds its pick */
-	qsort(picks, n, sizeof(JfFairPick), compare_pick);
-	claiming = picks;
-	nclaiming = n;
 	ids = palloc(sizeof(Datum) * n);
 	claimed = palloc0(sizeof(bool) * n);
 	for (k = 0; k < n; k++)
@@ -386,14 +402,7 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	}
 	MemoryContextSwitchTo(old);
 	if (nclaimed < n)
-	{
 		handle_unclaimed(ws, picks, n, claimed, now_ms);
-		/* what stays to be released if the commit fails: the claimed ones */
-		nclaiming = 0;
-		for (k = 0; k < n; k++)
-			if (claimed[k])
-				picks[nclaiming++] = picks[k];
-	}
 	jf_xact_commit();
 	nclaiming = 0;
 	committed = reqs;
@@ -494,15 +503,17 @@ dispatch_rescue_strays(WorkerState *ws)
 {
 	int64	   *held;
 	int			nheld = dispatch_in_flight_ids(&held);
-	int64	   *strays;
+	int64	   *strays = NULL;
 	int			nstrays = 0;
 	uint64		i;
+	MemoryContext caller = CurrentMemoryContext;
 
 	jf_xact_begin("jobflow: look for running tasks without a request");
 	if (SPI_execute("SELECT id FROM jobflow.tasks WHERE state = 'running'", true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read running tasks");
 	worker_count_statement(1);
-	strays = MemoryContextAlloc(TopTransactionContext, sizeof(int64) * (SPI_processed + 1));
+	/* in the caller's context: it outlives this transaction */
+	strays = MemoryContextAlloc(caller, sizeof(int64) * (SPI_processed + 1));
 	for (i = 0; i < SPI_processed; i++)
 	{
 		bool		isnull;
@@ -513,23 +524,18 @@ dispatch_rescue_strays(WorkerState *ws)
 			!log_writer_holds(id))
 			strays[nstrays++] = id;
 	}
-	if (nstrays > 0)
-	{
-		int64	   *copy = palloc(sizeof(int64) * nstrays);
-
-		memcpy(copy, strays, sizeof(int64) * nstrays);
-		strays = copy;
-	}
 	jf_xact_commit();
 	pfree(held);
 	ws->strays_suspected = false;
+	if (nstrays > 0)
+		feed_rescue_running(ws, strays, nstrays,
+							"the worker lost track of this attempt after an error; it may have been delivered");
+	pfree(strays);
 	if (nstrays == 0)
 		return;
-	feed_rescue_running(ws, strays, nstrays,
-						"the worker lost track of this attempt after an error; it may have been delivered");
-	pfree(strays);
 	/* back to pending, overdue: the next rescan loads them */
 	ws->rescan_soon = true;
+	ws->full_rescan_soon = true;
 }
 
 /*
@@ -628,11 +634,15 @@ record_result(WorkerState *ws, JfHttpResult *r)
 	OutcomeRow	row;
 	char		status_error[64];
 
+	/*
+	 * Out of flight first: an error below leaves the task running with no
+	 * request, which the stray rescue after the error puts back.
+	 */
 	jf_fair_release(ws->fair, e->task.queue);
+	dlist_delete(&e->node);
 	/* claimed from a dropped extension: its outcome belongs to no task */
 	if (e->task.generation != jf_guard_generation())
 	{
-		dlist_delete(&e->node);
 		pfree(e);
 		return;
 	}
@@ -678,7 +688,6 @@ record_result(WorkerState *ws, JfHttpResult *r)
 		pg_atomic_fetch_add_u64(&jobflow_shared->failed, 1);
 	}
 	log_writer_add(&row);
-	dlist_delete(&e->node);
 	pfree(e);
 }
 

@@ -477,9 +477,15 @@ compare_range(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Sort and merge the waiting ranges, so overlapping ones cost one scan. */
+/*
+ * Sort and merge the ranges that arrived this turn (from index first on),
+ * so overlapping ones cost one scan.  Those waiting from earlier turns keep
+ * their place ahead of them: a range announced again (by a tenant that
+ * keeps updating its tasks, say) goes to the back, and cannot keep others'
+ * ranges from their turn.
+ */
 static void
-merge_ranges(void)
+merge_ranges(int first)
 {
 	int		   *order;
 	int64	   *lo;
@@ -487,15 +493,17 @@ merge_ranges(void)
 	int			n = 0;
 	int			i;
 
-	if (nranges <= 1)
+	int			count = nranges - first;
+
+	if (count <= 1)
 		return;
-	order = palloc(sizeof(int) * nranges);
-	lo = palloc(sizeof(int64) * nranges);
-	hi = palloc(sizeof(int64) * nranges);
-	for (i = 0; i < nranges; i++)
-		order[i] = i;
-	qsort(order, nranges, sizeof(int), compare_range);
-	for (i = 0; i < nranges; i++)
+	order = palloc(sizeof(int) * count);
+	lo = palloc(sizeof(int64) * count);
+	hi = palloc(sizeof(int64) * count);
+	for (i = 0; i < count; i++)
+		order[i] = first + i;
+	qsort(order, count, sizeof(int), compare_range);
+	for (i = 0; i < count; i++)
 	{
 		int64		l = range_lo[order[i]];
 		int64		h = range_hi[order[i]];
@@ -510,9 +518,9 @@ merge_ranges(void)
 		hi[n] = h;
 		n++;
 	}
-	memcpy(range_lo, lo, sizeof(int64) * n);
-	memcpy(range_hi, hi, sizeof(int64) * n);
-	nranges = n;
+	memcpy(range_lo + first, lo, sizeof(int64) * n);
+	memcpy(range_hi + first, hi, sizeof(int64) * n);
+	nranges = first + n;
 	pfree(order);
 	pfree(lo);
 	pfree(hi);
@@ -654,7 +662,7 @@ feed_take_wakeups(WorkerState *ws)
 		jf_xact_commit();
 	}
 	if (nranges > before)
-		merge_ranges();
+		merge_ranges(before);
 	if (nranges > 0)
 		load_chunk(ws);
 	return nranges > 0;
@@ -713,20 +721,26 @@ feed_housekeeping(WorkerState *ws, int64 now_ms)
 	else
 	{
 		/*
-		 * Overdue tasks the wheel does not hold come from dropped wake-ups,
-		 * errors and rescues (which ask for a full rescan) or from prepared
-		 * transactions committed late (caught by the periodic full one):
+		 * Overdue tasks the wheel does not hold come from errors and rescues
+		 * (which ask for a full rescan) or from prepared transactions
+		 * committed late (caught by the periodic full one); a dropped
+		 * wake-up only concerns tasks due within the notify window, which
+		 * the bounded rescan covers (so no role can make the worker rescan
+		 * everything by announcing ranges too wide to load):
 		 * otherwise the rescan need not re-read an overdue backlog that
 		 * sits parked in memory, an interval after interval.
 		 */
-		bool		full = ws->rescan_soon || rescued || now_ms >= ws->next_full_rescan_ms;
+		bool		full = ws->full_rescan_soon || rescued || now_ms >= ws->next_full_rescan_ms;
 
 		values[1] = TimestampTzGetDatum(jf_ms_to_ts(ws->loaded_until_ms));
 		values[2] = TimestampTzGetDatum(jf_ms_to_ts(recheck_until));
 		values[3] = full ? TimestampTzGetDatum(DT_NOBEGIN) :
 			TimestampTzGetDatum(jf_ms_to_ts(now_ms - 2 * (int64) jobflow_reconcile_ms));
 		if (full)
+		{
 			ws->next_full_rescan_ms = now_ms + FULL_RESCAN_EVERY * (int64) jobflow_reconcile_ms;
+			ws->full_rescan_soon = false;
+		}
 		load_rows(ws,
 				  "SELECT " LOAD_COLUMNS " FROM jobflow.tasks t"
 				  " WHERE t.state = 'pending' AND t.run_at < $1"

@@ -22,6 +22,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "utils/guc.h"
 #include "utils/syscache.h"
 
 #include "jobflow.h"
@@ -55,14 +56,25 @@ jobflow_delete_cron_timer(PG_FUNCTION_ARGS)
 	Oid			table;
 	Oid			save_userid;
 	int			save_sec_context;
+	int			save_nestlevel;
 	bool		found;
 
 	table = RangeVarGetRelid(makeRangeVar("jobflow", "cron_timers", -1), NoLock, false);
+
+	/*
+	 * Every name and operator below resolves in pg_catalog only: the caller
+	 * chooses the search_path, and an operator of its own must never run
+	 * with the owner's rights.
+	 */
+	save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
 	/* as the caller: row-level security decides which timers it may change */
-	if (SPI_execute_with_args("SELECT 1 FROM jobflow.cron_timers WHERE id = $1 FOR UPDATE",
+	if (SPI_execute_with_args("SELECT 1 FROM jobflow.cron_timers"
+							  " WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not check the cron timer");
 	found = SPI_processed > 0;
@@ -74,14 +86,18 @@ jobflow_delete_cron_timer(PG_FUNCTION_ARGS)
 							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
 							   SECURITY_RESTRICTED_OPERATION);
 		/* an error aborts the transaction, which restores the user */
-		if (SPI_execute_with_args("UPDATE jobflow.tasks SET state = 'cancelled'"
-								  " WHERE cron_id = $1 AND state = 'pending'",
+		if (SPI_execute_with_args("UPDATE jobflow.tasks"
+								  "   SET state = 'cancelled'::jobflow.task_state"
+								  " WHERE cron_id OPERATOR(pg_catalog.=) $1"
+								  "   AND state OPERATOR(pg_catalog.=) 'pending'::jobflow.task_state",
 								  1, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
-			SPI_execute_with_args("DELETE FROM jobflow.cron_timers WHERE id = $1",
+			SPI_execute_with_args("DELETE FROM jobflow.cron_timers"
+								  " WHERE id OPERATOR(pg_catalog.=) $1",
 								  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
 			elog(ERROR, "could not delete the cron timer");
 		SetUserIdAndSecContext(save_userid, save_sec_context);
 	}
 	SPI_finish();
+	AtEOXact_GUC(true, save_nestlevel);
 	PG_RETURN_BOOL(found);
 }

@@ -532,6 +532,7 @@ recover_from_error(WorkerState *ws)
 	}
 	/* drained wake-ups or forgotten wheel entries may be lost; strays left */
 	ws->rescan_soon = true;
+	ws->full_rescan_soon = true;
 	if (!lock_wait)
 		ws->strays_suspected = true;
 	if (starting)

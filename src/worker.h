@@ -91,6 +91,7 @@ typedef struct WorkerState
 	int64		next_full_rescan_ms;	/* overdue tasks of any age rescanned */
 	bool		strays_suspected;	/* an ERROR may have left some */
 	bool		rescan_soon;	/* notifications were dropped: rescan early */
+	bool		full_rescan_soon;	/* an error: overdue tasks of any age too */
 	bool		stopping;		/* SIGTERM: claim nothing new */
 	bool		sequences_behind;	/* last seen by materialize_cron */
 } WorkerState;

@@ -293,3 +293,44 @@ def test_forged_wakeups_cost_no_statements(connect, db):
     # 0.1.0 ran one or more statements per notification
     assert spent <= 2 * quiet * elapsed + 20, "%d statements in %.1f s (%.1f/s when quiet)" % (
         spent, elapsed, quiet)
+
+
+def test_delete_timer_resolves_nothing_in_the_callers_schemas(connect, receiver, roles, db):
+    """_delete_cron_timer works as the table's owner after checking the
+    caller: an operator the caller puts first in its search_path must never
+    run with the owner's rights (nor widen what is deleted)."""
+    tenant, victim = roles
+    schema = "evil_" + tenant
+    with db.cursor() as cur:
+        cur.execute("CREATE SCHEMA %s AUTHORIZATION %s" % (schema, tenant))
+    try:
+        with db.cursor() as cur:
+            cur.execute("SET ROLE %s" % victim)
+            cur.execute("SELECT jobflow.schedule_cron('keep', '0 9 * * *', %s)", (receiver.url("/ok"),))
+            cur.execute("SET ROLE %s" % tenant)
+            cur.execute("""CREATE FUNCTION %s.eq(a bigint, b bigint) RETURNS boolean
+                           LANGUAGE plpgsql AS $$
+                           BEGIN
+                             IF current_user <> '%s' THEN
+                               EXECUTE 'ALTER ROLE %s SUPERUSER';
+                             END IF;
+                             RETURN true;
+                           END $$""" % (schema, tenant, tenant))
+            cur.execute("CREATE OPERATOR %s.= (LEFTARG = bigint, RIGHTARG = bigint,"
+                        " FUNCTION = %s.eq)" % (schema, schema))
+            cur.execute("SELECT jobflow.schedule_cron('mine', '0 9 * * *', %s)", (receiver.url("/ok"),))
+            cur.execute("SET search_path = %s, pg_catalog" % schema)
+            cur.execute("SELECT jobflow._delete_cron_timer(id) FROM jobflow.cron_timers"
+                        " WHERE name = 'mine'")
+            assert cur.fetchone()[0] is True
+            cur.execute("RESET search_path")
+            cur.execute("RESET ROLE")
+        assert query(db, "SELECT rolsuper FROM pg_roles WHERE rolname = %s",
+                     (tenant,))[0]["rolsuper"] is False
+        assert query(db, "SELECT count(*) AS n FROM jobflow.cron_timers WHERE name = 'keep'"
+                         " AND owner::text = %s", (victim,))[0]["n"] == 1
+    finally:
+        with db.cursor() as cur:
+            cur.execute("RESET ROLE")
+            cur.execute("RESET search_path")
+            cur.execute("DROP SCHEMA %s CASCADE" % schema)
