@@ -78,6 +78,7 @@ struct JfFair
 	uint32_t	nactive;
 	int			claimed;
 	size_t		parked;
+	size_t		bytes;			/* what the arrays, indexes and buffers hold */
 };
 
 static uint32_t
@@ -120,6 +121,7 @@ index_grow(JfFair *f, Index *ix, uint32_t (*hash) (const JfFair *, uint32_t))
 		slots[s] = ix->slots[i];
 	}
 	free(ix->slots);
+	f->bytes += (size_t) (size - ix->size) * sizeof(uint32_t);
 	ix->slots = slots;
 	ix->size = size;
 	return true;
@@ -127,7 +129,7 @@ index_grow(JfFair *f, Index *ix, uint32_t (*hash) (const JfFair *, uint32_t))
 
 /* Grow an array of elements of the given size to hold one more. */
 static bool
-array_reserve(void **array, uint32_t *cap, uint32_t n, size_t elem)
+array_reserve(JfFair *f, void **array, uint32_t *cap, uint32_t n, size_t elem)
 {
 	uint32_t	newcap;
 	void	   *p;
@@ -139,6 +141,7 @@ array_reserve(void **array, uint32_t *cap, uint32_t n, size_t elem)
 	if (p == NULL)
 		return false;
 	*array = p;
+	f->bytes += (size_t) (newcap - *cap) * elem;
 	*cap = newcap;
 	return true;
 }
@@ -266,13 +269,14 @@ find_host(JfFair *f, const char *origin)
 		if (host->hash == h && strcmp(host->origin, origin) == 0)
 			return f->host_index.slots[s] - 1;
 	}
-	if (!array_reserve((void **) &f->hosts, &f->hosts_cap, f->nhosts, sizeof(Host)))
+	if (!array_reserve(f, (void **) &f->hosts, &f->hosts_cap, f->nhosts, sizeof(Host)))
 		return NONE;
 	host = &f->hosts[f->nhosts];
 	memset(host, 0, sizeof(Host));
 	host->origin = strdup(origin);
 	if (host->origin == NULL)
 		return NONE;
+	f->bytes += strlen(origin) + 1;
 	host->hash = h;
 	f->host_index.slots[s] = ++f->nhosts;
 	f->host_index.used++;
@@ -292,7 +296,7 @@ find_owner(JfFair *f, uint32_t oid)
 		 s = (s + 1) & (f->owner_index.size - 1))
 		if (f->owners[f->owner_index.slots[s] - 1].oid == oid)
 			return f->owner_index.slots[s] - 1;
-	if (!array_reserve((void **) &f->owners, &f->owners_cap, f->nowners, sizeof(Owner)))
+	if (!array_reserve(f, (void **) &f->owners, &f->owners_cap, f->nowners, sizeof(Owner)))
 		return NONE;
 	f->owners[f->nowners].oid = oid;
 	f->owners[f->nowners].claimed = 0;
@@ -327,7 +331,7 @@ jf_fair_queue(JfFair *f, uint32_t owner, const char *url)
 		if (q->host == host && q->owner == own)
 			return f->queue_index.slots[s] - 1;
 	}
-	if (!array_reserve((void **) &f->queues, &f->queues_cap, f->nqueues, sizeof(Queue)))
+	if (!array_reserve(f, (void **) &f->queues, &f->queues_cap, f->nqueues, sizeof(Queue)))
 		return NONE;
 	q = &f->queues[f->nqueues];
 	memset(q, 0, sizeof(Queue));
@@ -398,6 +402,7 @@ jf_fair_push(JfFair *f, uint32_t queue, uint64_t id)
 		for (k = 0; k < q->count; k++)
 			ids[k] = q->ids[(q->head + k) % q->cap];
 		free(q->ids);
+		f->bytes += (size_t) (cap - q->cap) * sizeof(uint64_t);
 		q->ids = ids;
 		q->cap = cap;
 		q->head = 0;
@@ -520,16 +525,5 @@ jf_fair_queues(const JfFair *f)
 size_t
 jf_fair_memory(const JfFair *f)
 {
-	size_t		bytes = sizeof(JfFair);
-	uint32_t	i;
-
-	bytes += (size_t) f->hosts_cap * sizeof(Host) + (size_t) f->owners_cap * sizeof(Owner) +
-		(size_t) f->queues_cap * sizeof(Queue);
-	bytes += ((size_t) f->host_index.size + f->owner_index.size + f->queue_index.size) *
-		sizeof(uint32_t);
-	for (i = 0; i < f->nqueues; i++)
-		bytes += (size_t) f->queues[i].cap * sizeof(uint64_t);
-	for (i = 0; i < f->nhosts; i++)
-		bytes += strlen(f->hosts[i].origin) + 1;
-	return bytes;
+	return sizeof(JfFair) + f->bytes;
 }

@@ -6,8 +6,8 @@
  * jobflow.inject_error (superuser only, not in SHOW ALL) names a point;
  * the worker raises an ERROR the first time it passes that point after
  * the setting changed.  A name ending in '*' raises every time.  Points:
- * turn, claim, after_claim, flush, after_flush, housekeeping, load,
- * startup.
+ * turn, before_claim, claim, after_claim, flush, after_flush, housekeeping,
+ * load, startup.
  *
  *-------------------------------------------------------------------------
  */

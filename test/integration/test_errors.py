@@ -75,7 +75,7 @@ def check_nothing_lost_or_repeated(db, receiver, tag, ids):
     assert not [k for k in got if k not in set(seen)], (got, seen)
 
 
-@pytest.mark.parametrize("point", ["turn", "claim", "after_claim", "flush",
+@pytest.mark.parametrize("point", ["turn", "before_claim", "claim", "after_claim", "flush",
                                    "after_flush", "housekeeping", "load"])
 def test_error_at_each_step(db, receiver, server, inject, point):
     pid = server.worker_pid(db)
