@@ -71,7 +71,12 @@ http_config(void)
 
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.max_concurrent = jobflow_max_concurrent;
-	cfg.max_per_host = jobflow_max_per_host;
+	/*
+	 * Per-origin limits are the fair share's (which lets an owner that has
+	 * nothing on a full origin have one request there): whatever it claimed
+	 * starts at once.
+	 */
+	cfg.max_per_host = jobflow_max_concurrent;
 	cfg.max_response_bytes = (size_t) jobflow_max_response_size;
 	cfg.max_redirects = jobflow_max_redirects;
 	cfg.user_agent = "jobflow/" JOBFLOW_VERSION;

@@ -30,6 +30,8 @@ typedef struct Host
 	char	   *origin;
 	uint32_t	hash;
 	int			claimed;
+	int			owners;			/* queues on this origin with tasks parked or
+								 * claimed: the owners sharing it now */
 } Host;
 
 typedef struct Owner
@@ -46,6 +48,7 @@ typedef struct Queue
 	uint32_t	head;
 	uint32_t	count;
 	uint32_t	cap;
+	int			claimed;
 	uint32_t	prev;			/* in the circle of queues with tasks */
 	uint32_t	next;
 	bool		active;
@@ -407,6 +410,8 @@ jf_fair_push(JfFair *f, uint32_t queue, uint64_t id)
 		q->cap = cap;
 		q->head = 0;
 	}
+	if (q->count == 0 && q->claimed == 0)
+		f->hosts[q->host].owners++;
 	q->ids[(q->head + q->count) % q->cap] = id;
 	q->count++;
 	f->parked++;
@@ -419,6 +424,26 @@ static int
 min_int(int a, int b)
 {
 	return a < b ? a : b;
+}
+
+/*
+ * Places queue q may take on its origin now.  Owners sending to one origin
+ * share its max_per_host: each may hold an equal share while others wait
+ * there, and one that holds nothing gets a place even on a full origin (a
+ * tenant's slow requests to a shared receiver must not hold another's
+ * callbacks there until they time out; the origin is exceeded by at most
+ * one request per owner).
+ */
+static int
+host_room(JfFair *f, Host *h, Queue *q)
+{
+	int			share = f->cfg.max_per_host / (h->owners > 0 ? h->owners : 1);
+	int			room = min_int(f->cfg.max_per_host - h->claimed,
+							   (share > 0 ? share : 1) - q->claimed);
+
+	if (q->claimed == 0 && room < 1)
+		room = 1;
+	return room;
 }
 
 int
@@ -438,7 +463,7 @@ jf_fair_pick(JfFair *f, JfFairPick *out, int max, JfFairTake take, void *arg)
 		int			room;
 		int			took = 0;
 
-		room = f->cfg.max_per_host - h->claimed;
+		room = host_room(f, h, q);
 		room = min_int(room, f->cfg.max_per_owner - o->claimed);
 		room = min_int(room, min_int(global_room, min_int(QUANTUM, max - n)));
 		while (took < room && q->count > 0)
@@ -457,8 +482,12 @@ jf_fair_pick(JfFair *f, JfFairPick *out, int max, JfFairTake take, void *arg)
 		}
 		h->claimed += took;
 		o->claimed += took;
+		q->claimed += took;
 		f->claimed += took;
 		global_room -= took;
+		/* emptied by stale entries alone: no longer among the origin's owners */
+		if (q->count == 0 && q->claimed == 0)
+			h->owners--;
 		if (took > 0)
 			idle = 0;
 		if (q->count == 0)
@@ -482,7 +511,10 @@ jf_fair_release(JfFair *f, uint32_t queue)
 
 	f->hosts[q->host].claimed--;
 	f->owners[q->owner].claimed--;
+	q->claimed--;
 	f->claimed--;
+	if (q->claimed == 0 && q->count == 0)
+		f->hosts[q->host].owners--;
 }
 
 
@@ -495,6 +527,8 @@ jf_fair_drop_parked(JfFair *f)
 	{
 		Queue	   *q = &f->queues[i];
 
+		if (q->count > 0 && q->claimed == 0)
+			f->hosts[q->host].owners--;
 		q->head = q->count = 0;
 		q->prev = q->next = NONE;
 		q->active = false;

@@ -106,6 +106,21 @@ def test_slow_host_ports_leave_room(connect, receiver, roles, same_tenant):
         holes.close()
 
 
+def test_slow_paths_of_a_shared_origin(connect, second_receiver, roles):
+    """Two tenants call the same receiver (one origin); one tenant's
+    requests there take 20 s each and would fill the origin's 64 places:
+    the other tenant's callbacks to that receiver still go out on time."""
+    tenant, victim = roles
+    conn = connect()
+    flood(conn, tenant, [second_receiver.url("/delay/20000")], 200, timeout_ms=30000)
+    time.sleep(1.0)
+    late = victim_lateness(conn, second_receiver, victim)
+    assert_on_time(late, "a shared origin")
+    with conn.cursor() as cur:
+        cur.execute("UPDATE jobflow.tasks SET state = 'cancelled' WHERE state = 'pending'"
+                    " AND owner::text = %s", (tenant,))
+
+
 def test_many_slow_ports_one_tenant_capped(connect, receiver, roles):
     """30 black-hole ports of one tenant, 64 requests each would take 1,920
     places; the tenant is held to jobflow.max_requests_per_owner and the

@@ -214,6 +214,39 @@ test_claimed_is_sendable(void)
 	jf_fair_destroy(f);
 }
 
+/* Owners sharing one origin: neither can hold the other's callbacks. */
+static void
+test_shared_origin(void)
+{
+	JfFairConfig c = config(4096, 64, 1024);
+	JfFair	   *f = jf_fair_create(&c);
+	uint32_t	slow = jf_fair_queue(f, 1, "http://relay:80/slow");
+	uint32_t	fast = jf_fair_queue(f, 2, "http://relay:80/fast");
+	int			k;
+	int			n;
+	int			got_fast = 0;
+
+	CHECK(slow != fast);
+	for (k = 0; k < 500; k++)
+		jf_fair_push(f, slow, k);
+	CHECKF((n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL)) == 64, "%d", n);
+	/* the origin is full of owner 1's requests; owner 2 still gets one now */
+	for (k = 0; k < 10; k++)
+		jf_fair_push(f, fast, 1000 + k);
+	n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
+	CHECKF(n == 1 && picks[0].queue == fast, "n %d", n);
+	/* as owner 1's requests finish, places go to owner 2 up to half */
+	for (k = 0; k < 40; k++)
+		jf_fair_release(f, slow);
+	n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
+	for (k = 0; k < n; k++)
+		got_fast += picks[k].queue == fast;
+	CHECKF(got_fast == 9, "owner 2 got %d more", got_fast);
+	/* owner 1 up to its share: 64 / 2 - 24 */
+	CHECKF(n - got_fast == 8, "owner 1 took %d", n - got_fast);
+	jf_fair_destroy(f);
+}
+
 int
 main(void)
 {
@@ -223,5 +256,6 @@ main(void)
 	test_round_robin_and_global();
 	test_stale();
 	test_claimed_is_sendable();
+	test_shared_origin();
 	return unit_done("test_fair");
 }
