@@ -220,6 +220,146 @@ CREATE TRIGGER cron_sync_occurrences
  */
 CREATE INDEX tasks_running ON jobflow.tasks (id) WHERE state = 'running';
 
+/* ----------------------------------------------------------------------
+ * issue 11, item 1: idempotency keys
+ *
+ * A key is unique per owner among the tasks that have not finished
+ * (pending or running: a running task may go back to pending for a retry,
+ * so it keeps its key).  The unique partial index gives a plain INSERT,
+ * INSERT ... SELECT and COPY the 'error' meaning (unique_violation), and
+ * INSERT ... ON CONFLICT DO NOTHING the 'ignore' meaning; schedule() offers
+ * all three.  Once a task has succeeded, failed or been cancelled, its key
+ * is free again: the key protects against scheduling the same callback
+ * twice while the first may still run, and the receiver deduplicates
+ * deliveries with webhook-id.
+ * ---------------------------------------------------------------------- */
+ALTER TABLE jobflow.tasks ADD COLUMN key text;
+ALTER TABLE jobflow.tasks ADD CONSTRAINT tasks_key_length
+	CHECK (key IS NULL OR pg_catalog.octet_length(key) BETWEEN 1 AND 512);
+
+CREATE UNIQUE INDEX tasks_owner_key ON jobflow.tasks (owner, key)
+	WHERE key IS NOT NULL AND state IN ('pending', 'running');
+
+GRANT INSERT (key) ON jobflow.tasks TO jobflow_user, jobflow_admin;
+/*
+ * on_duplicate => 'replace' changes the request of a pending task, which
+ * tenants may not UPDATE themselves (only state and run_at): schedule()
+ * goes through _replace_task(), which locks the task as the caller, under
+ * row-level security, and writes as the table's owner; the row trigger
+ * checks the new request as it checks an insert.
+ */
+CREATE FUNCTION jobflow._replace_task(id bigint, url text, run_at timestamptz,
+	body text, content_type text, headers jsonb, method text,
+	timeout_ms integer, max_attempts integer, queue text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'jobflow_replace_task'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION jobflow._replace_task(bigint, text, timestamptz, text, text,
+	jsonb, text, integer, integer, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow._replace_task(bigint, text, timestamptz, text, text,
+	jsonb, text, integer, integer, text) TO jobflow_user, jobflow_admin;
+
+DROP FUNCTION jobflow.schedule(text, timestamptz, jsonb, jsonb, text, integer,
+							   integer, text, text, text);
+
+CREATE FUNCTION jobflow.schedule(
+	url text,
+	run_at timestamptz DEFAULT pg_catalog.now(),
+	body jsonb DEFAULT NULL,
+	headers jsonb DEFAULT '{}',
+	method text DEFAULT 'POST',
+	timeout_ms integer DEFAULT 30000,
+	max_attempts integer DEFAULT 5,
+	queue text DEFAULT 'default',
+	body_text text DEFAULT NULL,
+	content_type text DEFAULT NULL,
+	key text DEFAULT NULL,
+	on_duplicate text DEFAULT 'ignore')
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+	task_id bigint;
+	task_state jobflow.task_state;
+	new_body text;
+	new_content_type text;
+BEGIN
+	IF schedule.body IS NOT NULL AND schedule.body_text IS NOT NULL THEN
+		RAISE EXCEPTION 'body and body_text cannot both be given'
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Use body for a JSON payload, or body_text with content_type for any other payload.';
+	END IF;
+	IF schedule.on_duplicate IS NULL
+	   OR schedule.on_duplicate NOT IN ('ignore', 'replace', 'error') THEN
+		RAISE EXCEPTION 'on_duplicate must be ''ignore'', ''replace'' or ''error'', not %',
+			COALESCE(pg_catalog.quote_literal(schedule.on_duplicate), 'null')
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	new_body := COALESCE(schedule.body::text, schedule.body_text);
+	new_content_type := CASE WHEN schedule.body IS NOT NULL
+							 THEN COALESCE(schedule.content_type, 'application/json')
+							 ELSE schedule.content_type END;
+	IF schedule.key IS NULL OR schedule.on_duplicate = 'error' THEN
+		/* a duplicate raises unique_violation from tasks_owner_key */
+		INSERT INTO jobflow.tasks AS t
+			(url, run_at, body, content_type, headers, method,
+			 timeout_ms, max_attempts, queue, key)
+		VALUES
+			(schedule.url, schedule.run_at, new_body, new_content_type,
+			 schedule.headers, schedule.method, schedule.timeout_ms,
+			 schedule.max_attempts, schedule.queue, schedule.key)
+		RETURNING t.id INTO task_id;
+		RETURN task_id;
+	END IF;
+	/*
+	 * ON CONFLICT DO NOTHING waits for a racing transaction that inserted
+	 * the same key: if it commits, this insert does nothing and the loop
+	 * finds its task; if it rolls back, this insert goes ahead.  A task
+	 * that finishes in between frees the key, and the loop inserts again.
+	 */
+	LOOP
+		INSERT INTO jobflow.tasks AS t
+			(url, run_at, body, content_type, headers, method,
+			 timeout_ms, max_attempts, queue, key)
+		VALUES
+			(schedule.url, schedule.run_at, new_body, new_content_type,
+			 schedule.headers, schedule.method, schedule.timeout_ms,
+			 schedule.max_attempts, schedule.queue, schedule.key)
+		ON CONFLICT (owner, key) WHERE key IS NOT NULL AND state IN ('pending', 'running')
+		DO NOTHING
+		RETURNING t.id INTO task_id;
+		IF task_id IS NOT NULL THEN
+			RETURN task_id;
+		END IF;
+		SELECT t.id, t.state INTO task_id, task_state
+		  FROM jobflow.tasks t
+		 WHERE t.owner = jobflow._current_role() AND t.key = schedule.key
+		   AND t.state IN ('pending', 'running');
+		IF task_id IS NOT NULL THEN
+			IF schedule.on_duplicate = 'ignore' OR task_state <> 'pending' THEN
+				RETURN task_id;
+			END IF;
+			/* replace: only while it is still pending (the policy says so) */
+			IF jobflow._replace_task(task_id, schedule.url, schedule.run_at, new_body,
+									 new_content_type, schedule.headers, schedule.method,
+									 schedule.timeout_ms, schedule.max_attempts,
+									 schedule.queue) THEN
+				RETURN task_id;
+			END IF;
+			/* claimed or cancelled in between: look again */
+		END IF;
+	END LOOP;
+END
+$$;
+
+REVOKE ALL ON FUNCTION jobflow.schedule(text, timestamptz, jsonb, jsonb, text, integer,
+										integer, text, text, text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow.schedule(text, timestamptz, jsonb, jsonb, text, integer,
+										   integer, text, text, text, text, text)
+	TO jobflow_user, jobflow_admin;
+
 /*
  * issue 13 (\dx+ jobflow documents its objects): comments on the types,
  * tables, views and functions.  Functions are found by name, whatever their
@@ -257,7 +397,8 @@ BEGIN
 			('_delete_cron_timer', 'internal: deletes a timer the caller may change, for unschedule_cron'),
 			('wakeups', 'wake-ups published at commit since the server started: id ranges and timer changes'),
 			('_task_import', 'internal: inserts each row written to jobflow.task_import as a task'),
-			('_cron_sync_occurrences', 'internal: a changed or deleted timer cancels its pending occurrences')
+			('_cron_sync_occurrences', 'internal: a changed or deleted timer cancels its pending occurrences'),
+			('_replace_task', 'internal: writes the new request of a pending task, for schedule(on_duplicate => ''replace'')')
 		  ) AS c(name, text) ON p.proname = c.name
 		 WHERE p.pronamespace = 'jobflow'::pg_catalog.regnamespace
 	LOOP
