@@ -360,6 +360,81 @@ GRANT EXECUTE ON FUNCTION jobflow.schedule(text, timestamptz, jsonb, jsonb, text
 										   integer, text, text, text, text, text)
 	TO jobflow_user, jobflow_admin;
 
+/* ----------------------------------------------------------------------
+ * issue 11, item 2: Standard Webhooks signatures
+ *
+ * jobflow.installation names this incarnation of the extension: a random
+ * token made by CREATE EXTENSION, part of every webhook-id
+ * ("jf_<token>_<task id>").  Task ids restart after DROP/CREATE EXTENSION;
+ * the new token keeps them from colliding with earlier ids at a receiver.
+ * It is configuration, so dumps keep it: a restore runs CREATE EXTENSION
+ * (one new row), then loads the dumped row, and the oldest row is the one
+ * in use, so restored tasks keep the webhook-id they had.
+ *
+ * jobflow.signing_secrets holds the signing keys.  Nobody but its owner
+ * (the superuser who created the extension, whose worker signs) may read
+ * it; create_signing_secret() and revoke_signing_secret() check the caller
+ * and write as the owner.  It is not configuration: dumps do not contain
+ * the secrets, and after a restore each role creates a new secret (and
+ * gives it to its receivers) before its callbacks are signed again.
+ * ---------------------------------------------------------------------- */
+CREATE TABLE jobflow.installation (
+	id			text NOT NULL,
+	created_at	timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+);
+INSERT INTO jobflow.installation (id)
+	VALUES (pg_catalog.left(pg_catalog.replace(pg_catalog.gen_random_uuid()::text, '-', ''), 12));
+SELECT pg_catalog.pg_extension_config_dump('jobflow.installation', '');
+REVOKE ALL ON jobflow.installation FROM PUBLIC;
+GRANT SELECT ON jobflow.installation TO jobflow_user, jobflow_admin;
+
+CREATE TABLE jobflow.signing_secrets (
+	owner		regrole NOT NULL,
+	secret		bytea NOT NULL,
+	created_at	timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+	expires_at	timestamptz		/* NULL: the newest; else the end of its grace */
+);
+CREATE INDEX signing_secrets_owner ON jobflow.signing_secrets (owner);
+REVOKE ALL ON jobflow.signing_secrets FROM PUBLIC;
+
+/* What a role may know of its secrets: that they exist, and until when. */
+CREATE VIEW jobflow.signing_keys WITH (security_barrier) AS
+SELECT s.owner, s.created_at, s.expires_at
+  FROM jobflow.signing_secrets s
+ WHERE pg_catalog.pg_has_role(s.owner::oid, 'USAGE')
+	OR pg_catalog.pg_has_role('jobflow_admin', 'USAGE');
+REVOKE ALL ON jobflow.signing_keys FROM PUBLIC;
+GRANT SELECT ON jobflow.signing_keys TO jobflow_user, jobflow_admin;
+
+CREATE FUNCTION jobflow.create_signing_secret(
+	for_role regrole DEFAULT NULL,
+	grace interval DEFAULT '24 hours')
+RETURNS text
+AS 'MODULE_PATHNAME', 'jobflow_create_signing_secret'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION jobflow.revoke_signing_secret(
+	for_role regrole DEFAULT NULL,
+	only_previous boolean DEFAULT false)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'jobflow_revoke_signing_secret'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION jobflow._webhook_signature(secret text, msg_id text, ts bigint, body bytea)
+RETURNS text
+AS 'MODULE_PATHNAME', 'jobflow_webhook_signature'
+LANGUAGE C IMMUTABLE STRICT;
+
+REVOKE ALL ON FUNCTION
+	jobflow.create_signing_secret(regrole, interval),
+	jobflow.revoke_signing_secret(regrole, boolean),
+	jobflow._webhook_signature(text, text, bigint, bytea)
+	FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+	jobflow.create_signing_secret(regrole, interval),
+	jobflow.revoke_signing_secret(regrole, boolean)
+	TO jobflow_user, jobflow_admin;
+
 /*
  * issue 13 (\dx+ jobflow documents its objects): comments on the types,
  * tables, views and functions.  Functions are found by name, whatever their
@@ -370,6 +445,9 @@ COMMENT ON TABLE jobflow.tasks IS 'one row per HTTP callback: the truth the work
 COMMENT ON TABLE jobflow.task_log IS 'one row per attempt of a task, with its outcome';
 COMMENT ON TABLE jobflow.cron_timers IS 'recurring callbacks; each occurrence becomes a task';
 COMMENT ON VIEW jobflow.cron IS 'cron timers with their last run, as their owner sees them';
+COMMENT ON TABLE jobflow.installation IS 'this incarnation of the extension: the token in every webhook-id (the oldest row is in use)';
+COMMENT ON TABLE jobflow.signing_secrets IS 'Standard Webhooks signing keys per role; readable by its owner only';
+COMMENT ON VIEW jobflow.signing_keys IS 'the signing secrets a role has, without their values';
 COMMENT ON VIEW jobflow.task_import IS 'the task columns an application may set: COPY into it as an application role (COPY into jobflow.tasks is refused under row-level security)';
 DO $$
 DECLARE
@@ -398,6 +476,9 @@ BEGIN
 			('wakeups', 'wake-ups published at commit since the server started: id ranges and timer changes'),
 			('_task_import', 'internal: inserts each row written to jobflow.task_import as a task'),
 			('_cron_sync_occurrences', 'internal: a changed or deleted timer cancels its pending occurrences'),
+			('create_signing_secret', 'new Standard Webhooks secret for a role, shown once; the previous ones sign beside it for the grace period'),
+			('revoke_signing_secret', 'remove a role''s signing secrets (or only the previous ones)'),
+			('_webhook_signature', 'internal: the v1 signature of a message, for checking against the specification'),
 			('_replace_task', 'internal: writes the new request of a pending task, for schedule(on_duplicate => ''replace'')')
 		  ) AS c(name, text) ON p.proname = c.name
 		 WHERE p.pronamespace = 'jobflow'::pg_catalog.regnamespace

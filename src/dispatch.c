@@ -31,6 +31,7 @@
 
 #include "fault.h"
 #include "guard.h"
+#include "signing.h"
 
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
@@ -212,6 +213,17 @@ build_request(WorkerState *ws, HeapTuple tup, TupleDesc desc, uint32 queue,
 		req->body = pnstrdup(VARDATA_ANY(body), req->body_len);
 	}
 	req->timeout_ms = DatumGetInt32(SPI_getbinval(tup, desc, 11, &isnull));
+	/* the owner's signing secrets, if it has any: signed as sent, right now */
+	d = SPI_getbinval(tup, desc, 12, &isnull);
+	if (!isnull)
+	{
+		char	   *installation = TextDatumGetCString(SPI_getbinval(tup, desc, 13, &isnull));
+
+		req->headers = jf_sign_headers(req->headers, &nheaders, DatumGetArrayTypeP(d),
+									   installation, e->task.id, req->body,
+									   req->body_len);
+		req->nheaders = nheaders;
+	}
 }
 
 /*
@@ -342,7 +354,12 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"         FOR UPDATE SKIP LOCKED) c"
 			" WHERE t.id = c.id"
 			" RETURNING t.id, t.attempts, t.max_attempts, t.owner, t.run_at,"
-			"           t.url, t.method, t.headers, t.body, t.content_type, t.timeout_ms",
+			"           t.url, t.method, t.headers, t.body, t.content_type, t.timeout_ms,"
+			"           (SELECT pg_catalog.array_agg(s.secret ORDER BY s.created_at DESC)"
+			"              FROM jobflow.signing_secrets s WHERE s.owner = t.owner"
+			"               AND (s.expires_at IS NULL OR s.expires_at > pg_catalog.now())),"
+			"           (SELECT i.id FROM jobflow.installation i"
+			"             ORDER BY i.created_at, i.id LIMIT 1)",
 			2, types, CURSOR_OPT_GENERIC_PLAN);
 
 		if (plan == NULL)

@@ -73,7 +73,8 @@ static const char *const http_methods[] = {
 static const char *const reserved_headers[] = {
 	"host", "content-length", "transfer-encoding", "connection", "expect",
 	"te", "trailer", "upgrade", "keep-alive", "proxy-connection",
-	"proxy-authorization", NULL
+	"proxy-authorization", "webhook-id", "webhook-timestamp", "webhook-signature",
+	NULL
 };
 
 static void lookup_columns(Relation rel, TaskColumns *cols);

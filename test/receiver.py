@@ -44,7 +44,8 @@ from urllib.parse import parse_qs, urlsplit
 
 KEPT_HEADERS = ("x-jobflow-task-id", "x-jobflow-attempt", "user-agent",
                 "content-type", "content-length", "expect", "x-test",
-                "x-api-key")
+                "x-api-key", "authorization", "webhook-id", "webhook-timestamp",
+                "webhook-signature")
 BODY_LOG_MAX = 4096
 MAX_RECORDS = 200000
 
