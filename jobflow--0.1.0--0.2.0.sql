@@ -221,6 +221,113 @@ CREATE TRIGGER cron_sync_occurrences
 CREATE INDEX tasks_running ON jobflow.tasks (id) WHERE state = 'running';
 
 /* ----------------------------------------------------------------------
+ * issue 11, item 5: the idioms users bring
+ *
+ * Binary bodies: body_bytes holds a body that is not text (schedule(...,
+ * body_bytes => ..., content_type => ...)); a task has body or body_bytes,
+ * never both, and the size limit applies to either.  Cron timers keep
+ * text bodies.
+ *
+ * pg_net's habit: headers => '{"Content-Type": "application/json"}' with a
+ * jsonb body.  _json_content_type() takes a JSON media type given as a
+ * header instead of adding its own, and refuses only one that contradicts
+ * the JSON body; the row trigger accepts content_type and a Content-Type
+ * header that say the same, and keeps content_type alone.
+ * ---------------------------------------------------------------------- */
+ALTER TABLE jobflow.tasks ADD COLUMN body_bytes bytea;
+ALTER TABLE jobflow.tasks ADD CONSTRAINT tasks_one_body
+	CHECK (body IS NULL OR body_bytes IS NULL);
+GRANT INSERT (body_bytes) ON jobflow.tasks TO jobflow_user, jobflow_admin;
+
+CREATE FUNCTION jobflow._json_content_type(content_type text, headers jsonb)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	given text;
+	media text;
+BEGIN
+	IF content_type IS NOT NULL THEN
+		RETURN content_type;
+	END IF;
+	IF pg_catalog.jsonb_typeof(headers) = 'object' THEN
+		SELECT e.value INTO given
+		  FROM pg_catalog.jsonb_each_text(headers) e
+		 WHERE pg_catalog.lower(e.key) = 'content-type';
+	END IF;
+	IF given IS NULL THEN
+		RETURN 'application/json';
+	END IF;
+	media := pg_catalog.lower(pg_catalog.btrim(pg_catalog.split_part(given, ';', 1)));
+	IF media = 'application/json' OR media ~ '^application/[a-z0-9.!#&^_-]+\+json$' THEN
+		RETURN NULL;		/* the header says it */
+	END IF;
+	RAISE EXCEPTION 'Content-Type header "%" does not agree with a JSON body', given
+		USING ERRCODE = 'invalid_parameter_value',
+			  HINT = 'Give body_text or body_bytes with content_type for a body that is not JSON.';
+END
+$$;
+REVOKE ALL ON FUNCTION jobflow._json_content_type(text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow._json_content_type(text, jsonb) TO jobflow_user, jobflow_admin;
+
+CREATE OR REPLACE FUNCTION jobflow.schedule_cron(
+	name text,
+	schedule text,
+	url text,
+	body jsonb DEFAULT NULL,
+	headers jsonb DEFAULT '{}',
+	method text DEFAULT 'POST',
+	timezone text DEFAULT 'UTC',
+	timeout_ms integer DEFAULT 30000,
+	max_attempts integer DEFAULT 5,
+	queue text DEFAULT 'default',
+	body_text text DEFAULT NULL,
+	content_type text DEFAULT NULL,
+	active boolean DEFAULT true,
+	missed text DEFAULT 'skip')
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	timer_id bigint;
+BEGIN
+	IF schedule_cron.body IS NOT NULL AND schedule_cron.body_text IS NOT NULL THEN
+		RAISE EXCEPTION 'body and body_text cannot both be given'
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Use body for a JSON payload, or body_text with content_type for any other payload.';
+	END IF;
+	INSERT INTO jobflow.cron_timers AS c
+		(name, schedule, timezone, url, method, headers, body, content_type,
+		 timeout_ms, max_attempts, queue, active, missed)
+	VALUES
+		(schedule_cron.name, schedule_cron.schedule, schedule_cron.timezone,
+		 schedule_cron.url, schedule_cron.method, schedule_cron.headers,
+		 COALESCE(schedule_cron.body::text, schedule_cron.body_text),
+		 CASE WHEN schedule_cron.body IS NOT NULL
+			  THEN jobflow._json_content_type(schedule_cron.content_type, schedule_cron.headers)
+			  ELSE schedule_cron.content_type END,
+		 schedule_cron.timeout_ms, schedule_cron.max_attempts,
+		 schedule_cron.queue, schedule_cron.active, schedule_cron.missed)
+	ON CONFLICT ON CONSTRAINT cron_timers_owner_name_key DO UPDATE
+		SET schedule = excluded.schedule, timezone = excluded.timezone,
+			url = excluded.url, method = excluded.method,
+			headers = excluded.headers, body = excluded.body,
+			content_type = excluded.content_type,
+			timeout_ms = excluded.timeout_ms,
+			max_attempts = excluded.max_attempts, queue = excluded.queue,
+			active = excluded.active, missed = excluded.missed
+	RETURNING c.id INTO timer_id;
+
+	/* the row is locked until commit: the worker cannot add to these */
+	UPDATE jobflow.tasks t SET state = 'cancelled'
+	 WHERE t.cron_id = timer_id AND t.state = 'pending';
+	RETURN timer_id;
+END
+$$;
+
+/* ----------------------------------------------------------------------
  * issue 11, item 1: idempotency keys
  *
  * A key is unique per owner among the tasks that have not finished
@@ -250,14 +357,14 @@ GRANT INSERT (key) ON jobflow.tasks TO jobflow_user, jobflow_admin;
  */
 CREATE FUNCTION jobflow._replace_task(id bigint, url text, run_at timestamptz,
 	body text, content_type text, headers jsonb, method text,
-	timeout_ms integer, max_attempts integer, queue text)
+	timeout_ms integer, max_attempts integer, queue text, body_bytes bytea)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'jobflow_replace_task'
 LANGUAGE C VOLATILE;
 REVOKE ALL ON FUNCTION jobflow._replace_task(bigint, text, timestamptz, text, text,
-	jsonb, text, integer, integer, text) FROM PUBLIC;
+	jsonb, text, integer, integer, text, bytea) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobflow._replace_task(bigint, text, timestamptz, text, text,
-	jsonb, text, integer, integer, text) TO jobflow_user, jobflow_admin;
+	jsonb, text, integer, integer, text, bytea) TO jobflow_user, jobflow_admin;
 
 DROP FUNCTION jobflow.schedule(text, timestamptz, jsonb, jsonb, text, integer,
 							   integer, text, text, text);
@@ -274,7 +381,8 @@ CREATE FUNCTION jobflow.schedule(
 	body_text text DEFAULT NULL,
 	content_type text DEFAULT NULL,
 	key text DEFAULT NULL,
-	on_duplicate text DEFAULT 'ignore')
+	on_duplicate text DEFAULT 'ignore',
+	body_bytes bytea DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -286,10 +394,11 @@ DECLARE
 	new_body text;
 	new_content_type text;
 BEGIN
-	IF schedule.body IS NOT NULL AND schedule.body_text IS NOT NULL THEN
-		RAISE EXCEPTION 'body and body_text cannot both be given'
+	IF (schedule.body IS NOT NULL)::int + (schedule.body_text IS NOT NULL)::int
+	   + (schedule.body_bytes IS NOT NULL)::int > 1 THEN
+		RAISE EXCEPTION 'only one of body, body_text and body_bytes can be given'
 			USING ERRCODE = 'invalid_parameter_value',
-				  HINT = 'Use body for a JSON payload, or body_text with content_type for any other payload.';
+				  HINT = 'Use body for a JSON payload, body_text with content_type for any other text, or body_bytes with content_type for binary data.';
 	END IF;
 	IF schedule.on_duplicate IS NULL
 	   OR schedule.on_duplicate NOT IN ('ignore', 'replace', 'error') THEN
@@ -298,16 +407,19 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	new_body := COALESCE(schedule.body::text, schedule.body_text);
-	new_content_type := CASE WHEN schedule.body IS NOT NULL
-							 THEN COALESCE(schedule.content_type, 'application/json')
-							 ELSE schedule.content_type END;
+	new_content_type := CASE
+		WHEN schedule.body IS NOT NULL
+			THEN jobflow._json_content_type(schedule.content_type, schedule.headers)
+		WHEN schedule.body_bytes IS NOT NULL
+			THEN COALESCE(schedule.content_type, 'application/octet-stream')
+		ELSE schedule.content_type END;
 	IF schedule.key IS NULL OR schedule.on_duplicate = 'error' THEN
 		/* a duplicate raises unique_violation from tasks_owner_key */
 		INSERT INTO jobflow.tasks AS t
-			(url, run_at, body, content_type, headers, method,
+			(url, run_at, body, body_bytes, content_type, headers, method,
 			 timeout_ms, max_attempts, queue, key)
 		VALUES
-			(schedule.url, schedule.run_at, new_body, new_content_type,
+			(schedule.url, schedule.run_at, new_body, schedule.body_bytes, new_content_type,
 			 schedule.headers, schedule.method, schedule.timeout_ms,
 			 schedule.max_attempts, schedule.queue, schedule.key)
 		RETURNING t.id INTO task_id;
@@ -321,10 +433,10 @@ BEGIN
 	 */
 	LOOP
 		INSERT INTO jobflow.tasks AS t
-			(url, run_at, body, content_type, headers, method,
+			(url, run_at, body, body_bytes, content_type, headers, method,
 			 timeout_ms, max_attempts, queue, key)
 		VALUES
-			(schedule.url, schedule.run_at, new_body, new_content_type,
+			(schedule.url, schedule.run_at, new_body, schedule.body_bytes, new_content_type,
 			 schedule.headers, schedule.method, schedule.timeout_ms,
 			 schedule.max_attempts, schedule.queue, schedule.key)
 		ON CONFLICT (owner, key) WHERE key IS NOT NULL AND state IN ('pending', 'running')
@@ -345,7 +457,7 @@ BEGIN
 			IF jobflow._replace_task(task_id, schedule.url, schedule.run_at, new_body,
 									 new_content_type, schedule.headers, schedule.method,
 									 schedule.timeout_ms, schedule.max_attempts,
-									 schedule.queue) THEN
+									 schedule.queue, schedule.body_bytes) THEN
 				RETURN task_id;
 			END IF;
 			/* claimed or cancelled in between: look again */
@@ -355,9 +467,9 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION jobflow.schedule(text, timestamptz, jsonb, jsonb, text, integer,
-										integer, text, text, text, text, text) FROM PUBLIC;
+										integer, text, text, text, text, text, bytea) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobflow.schedule(text, timestamptz, jsonb, jsonb, text, integer,
-										   integer, text, text, text, text, text)
+										   integer, text, text, text, text, text, bytea)
 	TO jobflow_user, jobflow_admin;
 
 /* ----------------------------------------------------------------------
@@ -479,6 +591,7 @@ BEGIN
 			('create_signing_secret', 'new Standard Webhooks secret for a role, shown once; the previous ones sign beside it for the grace period'),
 			('revoke_signing_secret', 'remove a role''s signing secrets (or only the previous ones)'),
 			('_webhook_signature', 'internal: the v1 signature of a message, for checking against the specification'),
+			('_json_content_type', 'internal: the content type of a JSON body, given a Content-Type header'),
 			('_replace_task', 'internal: writes the new request of a pending task, for schedule(on_duplicate => ''replace'')')
 		  ) AS c(name, text) ON p.proname = c.name
 		 WHERE p.pronamespace = 'jobflow'::pg_catalog.regnamespace

@@ -212,6 +212,18 @@ build_request(WorkerState *ws, HeapTuple tup, TupleDesc desc, uint32 queue,
 		req->body_len = VARSIZE_ANY_EXHDR(body);
 		req->body = pnstrdup(VARDATA_ANY(body), req->body_len);
 	}
+	else if (!(d = SPI_getbinval(tup, desc, 14, &isnull), isnull))
+	{
+		bytea	   *bytes = DatumGetByteaPP(d);
+		char	   *copy;
+
+		/* a binary body: its bytes as they are, zero bytes included */
+		req->body_len = VARSIZE_ANY_EXHDR(bytes);
+		copy = palloc(req->body_len + 1);
+		memcpy(copy, VARDATA_ANY(bytes), req->body_len);
+		copy[req->body_len] = '\0';
+		req->body = copy;
+	}
 	req->timeout_ms = DatumGetInt32(SPI_getbinval(tup, desc, 11, &isnull));
 	/* the owner's signing secrets, if it has any: signed as sent, right now */
 	d = SPI_getbinval(tup, desc, 12, &isnull);
@@ -359,7 +371,8 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"              FROM jobflow.signing_secrets s WHERE s.owner = t.owner"
 			"               AND (s.expires_at IS NULL OR s.expires_at > pg_catalog.now())),"
 			"           (SELECT i.id FROM jobflow.installation i"
-			"             ORDER BY i.created_at, i.id LIMIT 1)",
+			"             ORDER BY i.created_at, i.id LIMIT 1),"
+			"           t.body_bytes",
 			2, types, CURSOR_OPT_GENERIC_PLAN);
 
 		if (plan == NULL)

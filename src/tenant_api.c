@@ -91,7 +91,7 @@ jobflow_delete_cron_timer(PG_FUNCTION_ARGS)
 
 /*
  * jobflow._replace_task(id, url, run_at, body, content_type, headers,
- * method, timeout_ms, max_attempts, queue) RETURNS boolean: for
+ * method, timeout_ms, max_attempts, queue, body_bytes) RETURNS boolean: for
  * schedule(..., on_duplicate => 'replace').  Tenants may update only the
  * state and run_at of their tasks; this function locks the task as the
  * caller, under row-level security (which lets a role lock only pending
@@ -103,10 +103,10 @@ PG_FUNCTION_INFO_V1(jobflow_replace_task);
 Datum
 jobflow_replace_task(PG_FUNCTION_ARGS)
 {
-	Oid			types[10] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TEXTOID, TEXTOID,
-	JSONBOID, TEXTOID, INT4OID, INT4OID, TEXTOID};
-	Datum		values[10];
-	char		nulls[10];
+	Oid			types[11] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TEXTOID, TEXTOID,
+	JSONBOID, TEXTOID, INT4OID, INT4OID, TEXTOID, BYTEAOID};
+	Datum		values[11];
+	char		nulls[11];
 	Oid			table;
 	Oid			save_userid;
 	int			save_sec_context;
@@ -115,7 +115,7 @@ jobflow_replace_task(PG_FUNCTION_ARGS)
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_BOOL(false);
-	for (i = 0; i < 10; i++)
+	for (i = 0; i < 11; i++)
 	{
 		values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
 		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
@@ -142,9 +142,9 @@ jobflow_replace_task(PG_FUNCTION_ARGS)
 		if (SPI_execute_with_args("UPDATE jobflow.tasks SET url = $2, run_at = $3,"
 								  " body = $4, content_type = $5, headers = $6,"
 								  " method = $7, timeout_ms = $8, max_attempts = $9,"
-								  " queue = $10, updated_at = pg_catalog.now()"
+								  " queue = $10, body_bytes = $11, updated_at = pg_catalog.now()"
 								  " WHERE id = $1 AND state = 'pending'",
-								  10, types, values, nulls, false, 0) != SPI_OK_UPDATE)
+								  11, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not replace the task");
 		found = SPI_processed > 0;
 		SetUserIdAndSecContext(save_userid, save_sec_context);

@@ -252,3 +252,40 @@ def test_new_incarnation_new_webhook_ids(connect):
     finally:
         with admin.cursor() as cur:
             cur.execute("DROP DATABASE %s" % name)
+
+
+def test_binary_body_sent_and_signed_as_is(db, receiver, tenant):
+    """A bytea body goes out byte for byte, zero bytes included, with its
+    content type, and the signature covers exactly those bytes."""
+    secret = as_role(db, tenant, "SELECT jobflow.create_signing_secret()")
+    data = bytes([0, 255, 1, 128, 0, 10, 13]) + b"png"
+    url, tag = receiver.unique_url()
+    task = as_role(db, tenant, "SELECT jobflow.schedule(%s, body_bytes => %s, content_type => 'image/png')",
+                   (url, psycopg2.Binary(data)))
+    wait_final(db, [task])
+    req = receiver.wait_for(lambda r: ("t=" + tag) in r["query"])[-1]
+    assert base64.b64decode(req["body_b64"]) == data
+    assert req["headers"]["content-type"] == "image/png"
+    assert req["headers"]["content-length"] == str(len(data))
+    h = req["headers"]
+    key = base64.b64decode(secret[len("whsec_"):])
+    msg = ("%s.%s." % (h["webhook-id"], h["webhook-timestamp"])).encode() + data
+    assert h["webhook-signature"] == "v1," + base64.b64encode(
+        hmac.new(key, msg, hashlib.sha256).digest()).decode()
+
+
+def test_json_content_type_header_sent_once(db, receiver):
+    """pg_net's habit: a Content-Type header with a jsonb body."""
+    url, tag = receiver.unique_url()
+    task = query(db, "SELECT jobflow.schedule(%s, body => '{\"a\": 1}',"
+                     " headers => '{\"Content-Type\": \"application/json; charset=utf-8\"}') AS id",
+                 (url,))[0]["id"]
+    wait_final(db, [task])
+    req = receiver.wait_for(lambda r: ("t=" + tag) in r["query"])[-1]
+    assert req["headers"]["content-type"] == "application/json; charset=utf-8"
+    assert "content_types" not in req, req.get("content_types")
+    assert task_state(db, task) == "succeeded"
+
+
+def task_state(db, task):
+    return query(db, "SELECT state::text AS s FROM jobflow.tasks WHERE id = %s", (task,))[0]["s"]

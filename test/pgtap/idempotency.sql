@@ -47,7 +47,7 @@ SELECT is((SELECT array_agg(key ORDER BY key) FROM jobflow.tasks),
 
 -- keys are per owner
 SET LOCAL ROLE tap_key_bob;
-SELECT is(jobflow._replace_task(:first, 'http://127.0.0.1:9/bob', now(), NULL, NULL, '{}', 'POST', 1000, 1, 'default'),
+SELECT is(jobflow._replace_task(:first, 'http://127.0.0.1:9/bob', now(), NULL, NULL, '{}', 'POST', 1000, 1, 'default', NULL),
 	false, 'another role cannot replace the task through the internal function');
 SELECT throws_ok($$UPDATE jobflow.tasks SET key = 'x'$$, '42501', NULL, 'a key is never updated by a tenant');
 SELECT throws_ok($$UPDATE jobflow.tasks SET url = 'http://127.0.0.1:9/x'$$, '42501', NULL,
