@@ -328,6 +328,18 @@ END
 $$;
 
 /* ----------------------------------------------------------------------
+ * issue 11, item 4: outcome notifications
+ *
+ * A task scheduled with notify => true is announced when the worker
+ * writes its final outcome: NOTIFY jobflow_outcome, sent by the worker in
+ * the transaction that writes a batch of outcomes (so at its commit), with
+ * "<id>:<succeeded|failed>" for each such task of the batch, separated by
+ * spaces; more than 200 tasks take several notifications of 200.
+ * ---------------------------------------------------------------------- */
+ALTER TABLE jobflow.tasks ADD COLUMN notify boolean NOT NULL DEFAULT false;
+GRANT INSERT (notify) ON jobflow.tasks TO jobflow_user, jobflow_admin;
+
+/* ----------------------------------------------------------------------
  * issue 11, item 1: idempotency keys
  *
  * A key is unique per owner among the tasks that have not finished
@@ -382,7 +394,8 @@ CREATE FUNCTION jobflow.schedule(
 	content_type text DEFAULT NULL,
 	key text DEFAULT NULL,
 	on_duplicate text DEFAULT 'ignore',
-	body_bytes bytea DEFAULT NULL)
+	body_bytes bytea DEFAULT NULL,
+	notify boolean DEFAULT false)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -417,11 +430,12 @@ BEGIN
 		/* a duplicate raises unique_violation from tasks_owner_key */
 		INSERT INTO jobflow.tasks AS t
 			(url, run_at, body, body_bytes, content_type, headers, method,
-			 timeout_ms, max_attempts, queue, key)
+			 timeout_ms, max_attempts, queue, key, notify)
 		VALUES
 			(schedule.url, schedule.run_at, new_body, schedule.body_bytes, new_content_type,
 			 schedule.headers, schedule.method, schedule.timeout_ms,
-			 schedule.max_attempts, schedule.queue, schedule.key)
+			 schedule.max_attempts, schedule.queue, schedule.key,
+			 COALESCE(schedule.notify, false))
 		RETURNING t.id INTO task_id;
 		RETURN task_id;
 	END IF;
@@ -434,11 +448,12 @@ BEGIN
 	LOOP
 		INSERT INTO jobflow.tasks AS t
 			(url, run_at, body, body_bytes, content_type, headers, method,
-			 timeout_ms, max_attempts, queue, key)
+			 timeout_ms, max_attempts, queue, key, notify)
 		VALUES
 			(schedule.url, schedule.run_at, new_body, schedule.body_bytes, new_content_type,
 			 schedule.headers, schedule.method, schedule.timeout_ms,
-			 schedule.max_attempts, schedule.queue, schedule.key)
+			 schedule.max_attempts, schedule.queue, schedule.key,
+			 COALESCE(schedule.notify, false))
 		ON CONFLICT (owner, key) WHERE key IS NOT NULL AND state IN ('pending', 'running')
 		DO NOTHING
 		RETURNING t.id INTO task_id;
@@ -467,9 +482,9 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION jobflow.schedule(text, timestamptz, jsonb, jsonb, text, integer,
-										integer, text, text, text, text, text, bytea) FROM PUBLIC;
+										integer, text, text, text, text, text, bytea, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobflow.schedule(text, timestamptz, jsonb, jsonb, text, integer,
-										   integer, text, text, text, text, text, bytea)
+										   integer, text, text, text, text, text, bytea, boolean)
 	TO jobflow_user, jobflow_admin;
 
 /* ----------------------------------------------------------------------
@@ -547,6 +562,54 @@ GRANT EXECUTE ON FUNCTION
 	jobflow.revoke_signing_secret(regrole, boolean)
 	TO jobflow_user, jobflow_admin;
 
+/* ----------------------------------------------------------------------
+ * issue 11, item 3: secrets that stay secret
+ *
+ * A header value may be {"secret": "name"}: the task row keeps the
+ * reference, the worker sends the owner's secret of that name.  Secrets
+ * are in jobflow.secrets, which only its owner (the worker) reads;
+ * set_secret() and drop_secret() check the caller and write as the owner.
+ * Not configuration: dumps do not contain the values, so after a restore
+ * each role stores its secrets again (until then, a header whose secret is
+ * missing is left out of the request).
+ * ---------------------------------------------------------------------- */
+CREATE TABLE jobflow.secrets (
+	owner		regrole NOT NULL,
+	name		text NOT NULL,
+	value		text NOT NULL,
+	updated_at	timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+	PRIMARY KEY (owner, name)
+);
+REVOKE ALL ON jobflow.secrets FROM PUBLIC;
+
+/* The names of the secrets a role has, without their values. */
+CREATE VIEW jobflow.secret_names WITH (security_barrier) AS
+SELECT s.owner, s.name, s.updated_at
+  FROM jobflow.secrets s
+ WHERE pg_catalog.pg_has_role(s.owner::oid, 'USAGE')
+	OR pg_catalog.pg_has_role('jobflow_admin', 'USAGE');
+REVOKE ALL ON jobflow.secret_names FROM PUBLIC;
+GRANT SELECT ON jobflow.secret_names TO jobflow_user, jobflow_admin;
+
+CREATE FUNCTION jobflow.set_secret(name text, value text, for_role regrole DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'jobflow_set_secret'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION jobflow.drop_secret(name text, for_role regrole DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'jobflow_drop_secret'
+LANGUAGE C VOLATILE;
+
+REVOKE ALL ON FUNCTION
+	jobflow.set_secret(text, text, regrole),
+	jobflow.drop_secret(text, regrole)
+	FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+	jobflow.set_secret(text, text, regrole),
+	jobflow.drop_secret(text, regrole)
+	TO jobflow_user, jobflow_admin;
+
 /*
  * issue 13 (\dx+ jobflow documents its objects): comments on the types,
  * tables, views and functions.  Functions are found by name, whatever their
@@ -560,6 +623,8 @@ COMMENT ON VIEW jobflow.cron IS 'cron timers with their last run, as their owner
 COMMENT ON TABLE jobflow.installation IS 'this incarnation of the extension: the token in every webhook-id (the oldest row is in use)';
 COMMENT ON TABLE jobflow.signing_secrets IS 'Standard Webhooks signing keys per role; readable by its owner only';
 COMMENT ON VIEW jobflow.signing_keys IS 'the signing secrets a role has, without their values';
+COMMENT ON TABLE jobflow.secrets IS 'named secrets that header values refer to ({"secret": "name"}); readable by its owner only';
+COMMENT ON VIEW jobflow.secret_names IS 'the secrets a role has, without their values';
 COMMENT ON VIEW jobflow.task_import IS 'the task columns an application may set: COPY into it as an application role (COPY into jobflow.tasks is refused under row-level security)';
 DO $$
 DECLARE
@@ -592,6 +657,8 @@ BEGIN
 			('revoke_signing_secret', 'remove a role''s signing secrets (or only the previous ones)'),
 			('_webhook_signature', 'internal: the v1 signature of a message, for checking against the specification'),
 			('_json_content_type', 'internal: the content type of a JSON body, given a Content-Type header'),
+			('set_secret', 'store or replace a secret that header values refer to as {"secret": "name"}'),
+			('drop_secret', 'drop a secret no unfinished task or cron timer refers to'),
 			('_replace_task', 'internal: writes the new request of a pending task, for schedule(on_duplicate => ''replace'')')
 		  ) AS c(name, text) ON p.proname = c.name
 		 WHERE p.pronamespace = 'jobflow'::pg_catalog.regnamespace

@@ -138,7 +138,7 @@ dispatch_reconfigure(WorkerState *ws)
  * content type gets none.
  */
 static const char **
-build_headers(Jsonb *headers, const char *content_type, int *n)
+build_headers(Jsonb *headers, const char *content_type, Jsonb *secrets, int *n)
 {
 	int			cap = JB_ROOT_COUNT(headers) + 1;
 	const char **lines = palloc(sizeof(char *) * cap);
@@ -158,6 +158,20 @@ build_headers(Jsonb *headers, const char *content_type, int *n)
 			if (pg_strcasecmp(name, "Content-Type") == 0)
 				has_content_type = true;
 			lines[(*n)++] = psprintf("%s: %.*s", name, v.val.string.len, v.val.string.val);
+			name = NULL;
+		}
+		else if (tok == WJB_VALUE && name != NULL && v.type == jbvBinary)
+		{
+			/* {"secret": "name"}: the owner's secret (a dropped one: no header) */
+			JsonbValue *ref = getKeyJsonValueFromContainer(v.val.binary.data, "secret", 6, NULL);
+			JsonbValue *value = NULL;
+
+			if (ref != NULL && ref->type == jbvString && secrets != NULL)
+				value = getKeyJsonValueFromContainer(&secrets->root, ref->val.string.val,
+													 ref->val.string.len, NULL);
+			if (value != NULL && value->type == jbvString)
+				lines[(*n)++] = psprintf("%s: %.*s", name, value->val.string.len,
+										 value->val.string.val);
 			name = NULL;
 		}
 	}
@@ -182,6 +196,7 @@ build_request(WorkerState *ws, HeapTuple tup, TupleDesc desc, uint32 queue,
 	Datum		d;
 	int			nheaders;
 	char	   *content_type = NULL;
+	Jsonb	   *secrets;
 
 	e = MemoryContextAllocZero(ws->cxt, sizeof(InFlightEntry));
 	e->task.id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
@@ -201,8 +216,10 @@ build_request(WorkerState *ws, HeapTuple tup, TupleDesc desc, uint32 queue,
 	d = SPI_getbinval(tup, desc, 10, &isnull);
 	if (!isnull)
 		content_type = TextDatumGetCString(d);
+	d = SPI_getbinval(tup, desc, 15, &isnull);
+	secrets = isnull ? NULL : DatumGetJsonbP(d);
 	req->headers = build_headers(DatumGetJsonbP(SPI_getbinval(tup, desc, 8, &isnull)),
-								 content_type, &nheaders);
+								 content_type, secrets, &nheaders);
 	req->nheaders = nheaders;
 	d = SPI_getbinval(tup, desc, 9, &isnull);
 	if (!isnull)
@@ -372,7 +389,11 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"               AND (s.expires_at IS NULL OR s.expires_at > pg_catalog.now())),"
 			"           (SELECT i.id FROM jobflow.installation i"
 			"             ORDER BY i.created_at, i.id LIMIT 1),"
-			"           t.body_bytes",
+			"           t.body_bytes,"
+			"           (SELECT pg_catalog.jsonb_object_agg(x.name, x.value)"
+			"              FROM jobflow.secrets x WHERE x.owner = t.owner"
+			"               AND x.name IN (SELECT h.value OPERATOR(pg_catalog.->>) 'secret'"
+			"                                FROM pg_catalog.jsonb_each(t.headers) h))",
 			2, types, CURSOR_OPT_GENERIC_PLAN);
 
 		if (plan == NULL)

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * signing.h
- *	  Standard Webhooks signatures of callbacks (signing.c).
+ *	  Standard Webhooks signatures of callbacks, and the secrets that
+ *	  headers refer to (signing.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -10,6 +11,7 @@
 
 #include "postgres.h"
 
+#include "nodes/pg_list.h"
 #include "utils/array.h"
 
 /* "webhook-id: ...", "webhook-timestamp: ..." and "webhook-signature: ..." */
@@ -22,5 +24,7 @@ extern const char **jf_sign_headers(const char *const *headers, int *nheaders,
 									ArrayType *keys, const char *installation,
 									int64 task_id, const char *body,
 									size_t body_len);
+
+extern void jf_check_secret_refs(List *names, Oid owner);
 
 #endif							/* JOBFLOW_SIGNING_H */

@@ -16,6 +16,7 @@
  */
 #include "jobflow.h"
 #include "task_check.h"
+#include "signing.h"
 #include "compat.h"
 
 #include "access/detoast.h"
@@ -89,7 +90,7 @@ static bool request_changed(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc,
 static char *check_method(const char *method);
 static void check_header_value(const char *what, const char *value, int len);
 static void check_headers(Jsonb *headers, const char *content_type,
-						  char **same_content_type);
+						  char **same_content_type, List **secret_refs);
 static void check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 					   bool is_insert, Datum *repl, bool *repl_null, bool *replace);
 static const char *state_name(Datum state);
@@ -486,7 +487,8 @@ check_header_value(const char *what, const char *value, int len)
  * then the header's name, for the caller to drop the copy.
  */
 static void
-check_headers(Jsonb *headers, const char *content_type, char **same_content_type)
+check_headers(Jsonb *headers, const char *content_type, char **same_content_type,
+			  List **secret_refs)
 {
 	JsonbIterator *it;
 	JsonbValue	v;
@@ -550,10 +552,29 @@ check_headers(Jsonb *headers, const char *content_type, char **same_content_type
 		total += v.val.string.len + 4;
 
 		tok = JsonbIteratorNext(&it, &v, true);
+		if (tok == WJB_VALUE && v.type == jbvBinary &&
+			JsonContainerIsObject(v.val.binary.data))
+		{
+			/* {"secret": "<name>"}: the owner's secret, substituted when sent */
+			JsonbValue *ref = getKeyJsonValueFromContainer(v.val.binary.data,
+														   "secret", 6, NULL);
+
+			if (ref == NULL || ref->type != jbvString ||
+				JsonContainerSize(v.val.binary.data) != 1)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("value of header \"%s\" must be a JSON string or {\"secret\": \"name\"}",
+								name)));
+			*secret_refs = lappend(*secret_refs,
+								   pnstrdup(ref->val.string.val, ref->val.string.len));
+			total += ref->val.string.len;
+			continue;
+		}
 		if (tok != WJB_VALUE || v.type != jbvString)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("value of header \"%s\" must be a JSON string", name)));
+					 errmsg("value of header \"%s\" must be a JSON string", name),
+					 errhint("A secret stored with jobflow.set_secret() is given as {\"secret\": \"name\"}.")));
 		check_header_value(psprintf("value of header \"%s\"", name),
 						   v.val.string.val, v.val.string.len);
 		if (content_type != NULL && pg_strcasecmp(name, "content-type") == 0)
@@ -601,6 +622,8 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 	Datum		d;
 	bool		has_content_type;
 	char	   *ct = NULL;
+	List	   *secret_refs = NIL;
+	Oid			owner;
 	int32		i;
 
 	d = get_column(tuple, desc, cols->url, &isnull);
@@ -652,7 +675,7 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 	{
 		char	   *same = NULL;
 
-		check_headers(DatumGetJsonbP(d), has_content_type ? ct : NULL, &same);
+		check_headers(DatumGetJsonbP(d), has_content_type ? ct : NULL, &same, &secret_refs);
 		/* the same content type twice: content_type alone carries it */
 		if (same != NULL)
 		{
@@ -721,9 +744,12 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 				 errmsg("queue name must have 1 to %d bytes", QUEUE_MAX_LENGTH)));
 	check_queue(TextDatumGetCString(d));
 
+	d = get_column(tuple, desc, cols->owner, &isnull);
+	owner = isnull ? GetUserId() : DatumGetObjectId(d);
+	if (secret_refs != NIL)
+		jf_check_secret_refs(secret_refs, owner);
 	if (!is_insert)
 		return;
-	d = get_column(tuple, desc, cols->owner, &isnull);
 	if (isnull)
 	{
 		repl[cols->owner - 1] = ObjectIdGetDatum(GetUserId());
