@@ -213,6 +213,396 @@ CREATE TRIGGER cron_sync_occurrences
 	AFTER UPDATE OR DELETE ON jobflow.cron_timers
 	FOR EACH ROW EXECUTE FUNCTION jobflow._cron_sync_occurrences();
 
+/* ----------------------------------------------------------------------
+ * issue 11, item 5: the idioms users bring
+ *
+ * Binary bodies: body_bytes holds a body that is not text (schedule(...,
+ * body_bytes => ..., content_type => ...)); a task has body or body_bytes,
+ * never both, and the size limit applies to either.  Cron timers keep
+ * text bodies.
+ *
+ * pg_net's habit: headers => '{"Content-Type": "application/json"}' with a
+ * jsonb body.  _json_content_type() takes a JSON media type given as a
+ * header instead of adding its own, and refuses only one that contradicts
+ * the JSON body; the row trigger accepts content_type and a Content-Type
+ * header that say the same, and keeps content_type alone.
+ * ---------------------------------------------------------------------- */
+ALTER TABLE jobflow.tasks ADD COLUMN body_bytes bytea;
+ALTER TABLE jobflow.tasks ADD CONSTRAINT tasks_one_body
+	CHECK (body IS NULL OR body_bytes IS NULL);
+GRANT INSERT (body_bytes) ON jobflow.tasks TO jobflow_user, jobflow_admin;
+
+CREATE FUNCTION jobflow._json_content_type(content_type text, headers jsonb)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	given text;
+	media text;
+BEGIN
+	IF content_type IS NOT NULL THEN
+		RETURN content_type;
+	END IF;
+	IF pg_catalog.jsonb_typeof(headers) = 'object' THEN
+		SELECT e.value INTO given
+		  FROM pg_catalog.jsonb_each_text(headers) e
+		 WHERE pg_catalog.lower(e.key) = 'content-type';
+	END IF;
+	IF given IS NULL THEN
+		RETURN 'application/json';
+	END IF;
+	media := pg_catalog.lower(pg_catalog.btrim(pg_catalog.split_part(given, ';', 1)));
+	IF media = 'application/json' OR media ~ '^application/[a-z0-9.!#&^_-]+\+json$' THEN
+		RETURN NULL;		/* the header says it */
+	END IF;
+	RAISE EXCEPTION 'Content-Type header "%" does not agree with a JSON body', given
+		USING ERRCODE = 'invalid_parameter_value',
+			  HINT = 'Give body_text or body_bytes with content_type for a body that is not JSON.';
+END
+$$;
+REVOKE ALL ON FUNCTION jobflow._json_content_type(text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow._json_content_type(text, jsonb) TO jobflow_user, jobflow_admin;
+
+CREATE OR REPLACE FUNCTION jobflow.schedule_cron(
+	name text,
+	schedule text,
+	url text,
+	body jsonb DEFAULT NULL,
+	headers jsonb DEFAULT '{}',
+	method text DEFAULT 'POST',
+	timezone text DEFAULT 'UTC',
+	timeout_ms integer DEFAULT 30000,
+	max_attempts integer DEFAULT 5,
+	queue text DEFAULT 'default',
+	body_text text DEFAULT NULL,
+	content_type text DEFAULT NULL,
+	active boolean DEFAULT true,
+	missed text DEFAULT 'skip')
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	timer_id bigint;
+BEGIN
+	IF schedule_cron.body IS NOT NULL AND schedule_cron.body_text IS NOT NULL THEN
+		RAISE EXCEPTION 'body and body_text cannot both be given'
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Use body for a JSON payload, or body_text with content_type for any other payload.';
+	END IF;
+	INSERT INTO jobflow.cron_timers AS c
+		(name, schedule, timezone, url, method, headers, body, content_type,
+		 timeout_ms, max_attempts, queue, active, missed)
+	VALUES
+		(schedule_cron.name, schedule_cron.schedule, schedule_cron.timezone,
+		 schedule_cron.url, schedule_cron.method, schedule_cron.headers,
+		 COALESCE(schedule_cron.body::text, schedule_cron.body_text),
+		 CASE WHEN schedule_cron.body IS NOT NULL
+			  THEN jobflow._json_content_type(schedule_cron.content_type, schedule_cron.headers)
+			  ELSE schedule_cron.content_type END,
+		 schedule_cron.timeout_ms, schedule_cron.max_attempts,
+		 schedule_cron.queue, schedule_cron.active, schedule_cron.missed)
+	ON CONFLICT ON CONSTRAINT cron_timers_owner_name_key DO UPDATE
+		SET schedule = excluded.schedule, timezone = excluded.timezone,
+			url = excluded.url, method = excluded.method,
+			headers = excluded.headers, body = excluded.body,
+			content_type = excluded.content_type,
+			timeout_ms = excluded.timeout_ms,
+			max_attempts = excluded.max_attempts, queue = excluded.queue,
+			active = excluded.active, missed = excluded.missed
+	RETURNING c.id INTO timer_id;
+
+	/* the row is locked until commit: the worker cannot add to these */
+	UPDATE jobflow.tasks t SET state = 'cancelled'
+	 WHERE t.cron_id = timer_id AND t.state = 'pending';
+	RETURN timer_id;
+END
+$$;
+
+/* ----------------------------------------------------------------------
+ * issue 11, item 4: outcome notifications
+ *
+ * A task scheduled with notify => true is announced when the worker
+ * writes its final outcome: NOTIFY jobflow_outcome, sent by the worker in
+ * the transaction that writes a batch of outcomes (so at its commit), with
+ * "<id>:<succeeded|failed>" for each such task of the batch, separated by
+ * spaces; more than 200 tasks take several notifications of 200.
+ * ---------------------------------------------------------------------- */
+ALTER TABLE jobflow.tasks ADD COLUMN notify boolean NOT NULL DEFAULT false;
+GRANT INSERT (notify) ON jobflow.tasks TO jobflow_user, jobflow_admin;
+
+/* ----------------------------------------------------------------------
+ * issue 11, item 1: idempotency keys
+ *
+ * A key is unique per owner among the tasks that have not finished
+ * (pending or running: a running task may go back to pending for a retry,
+ * so it keeps its key).  The unique partial index gives a plain INSERT,
+ * INSERT ... SELECT and COPY the 'error' meaning (unique_violation), and
+ * INSERT ... ON CONFLICT DO NOTHING the 'ignore' meaning; schedule() offers
+ * all three.  Once a task has succeeded, failed or been cancelled, its key
+ * is free again: the key protects against scheduling the same callback
+ * twice while the first may still run, and the receiver deduplicates
+ * deliveries with webhook-id.
+ * ---------------------------------------------------------------------- */
+ALTER TABLE jobflow.tasks ADD COLUMN key text;
+ALTER TABLE jobflow.tasks ADD CONSTRAINT tasks_key_length
+	CHECK (key IS NULL OR pg_catalog.octet_length(key) BETWEEN 1 AND 512);
+
+CREATE UNIQUE INDEX tasks_owner_key ON jobflow.tasks (owner, key)
+	WHERE key IS NOT NULL AND state IN ('pending', 'running');
+
+GRANT INSERT (key) ON jobflow.tasks TO jobflow_user, jobflow_admin;
+/*
+ * on_duplicate => 'replace' changes the request of a pending task, which
+ * tenants may not UPDATE themselves (only state and run_at): schedule()
+ * goes through _replace_task(), which locks the task as the caller, under
+ * row-level security, and writes as the table's owner; the row trigger
+ * checks the new request as it checks an insert.
+ */
+CREATE FUNCTION jobflow._replace_task(id bigint, url text, run_at timestamptz,
+	body text, content_type text, headers jsonb, method text,
+	timeout_ms integer, max_attempts integer, queue text, body_bytes bytea)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'jobflow_replace_task'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION jobflow._replace_task(bigint, text, timestamptz, text, text,
+	jsonb, text, integer, integer, text, bytea) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow._replace_task(bigint, text, timestamptz, text, text,
+	jsonb, text, integer, integer, text, bytea) TO jobflow_user, jobflow_admin;
+
+DROP FUNCTION jobflow.schedule(text, timestamptz, jsonb, jsonb, text, integer,
+							   integer, text, text, text);
+
+CREATE FUNCTION jobflow.schedule(
+	url text,
+	run_at timestamptz DEFAULT pg_catalog.now(),
+	body jsonb DEFAULT NULL,
+	headers jsonb DEFAULT '{}',
+	method text DEFAULT 'POST',
+	timeout_ms integer DEFAULT 30000,
+	max_attempts integer DEFAULT 5,
+	queue text DEFAULT 'default',
+	body_text text DEFAULT NULL,
+	content_type text DEFAULT NULL,
+	key text DEFAULT NULL,
+	on_duplicate text DEFAULT 'ignore',
+	body_bytes bytea DEFAULT NULL,
+	notify boolean DEFAULT false)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+	task_id bigint;
+	task_state jobflow.task_state;
+	new_body text;
+	new_content_type text;
+BEGIN
+	IF (schedule.body IS NOT NULL)::int + (schedule.body_text IS NOT NULL)::int
+	   + (schedule.body_bytes IS NOT NULL)::int > 1 THEN
+		RAISE EXCEPTION 'only one of body, body_text and body_bytes can be given'
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Use body for a JSON payload, body_text with content_type for any other text, or body_bytes with content_type for binary data.';
+	END IF;
+	IF schedule.on_duplicate IS NULL
+	   OR schedule.on_duplicate NOT IN ('ignore', 'replace', 'error') THEN
+		RAISE EXCEPTION 'on_duplicate must be ''ignore'', ''replace'' or ''error'', not %',
+			COALESCE(pg_catalog.quote_literal(schedule.on_duplicate), 'null')
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	new_body := COALESCE(schedule.body::text, schedule.body_text);
+	new_content_type := CASE
+		WHEN schedule.body IS NOT NULL
+			THEN jobflow._json_content_type(schedule.content_type, schedule.headers)
+		WHEN schedule.body_bytes IS NOT NULL
+			THEN COALESCE(schedule.content_type, 'application/octet-stream')
+		ELSE schedule.content_type END;
+	IF schedule.key IS NULL OR schedule.on_duplicate = 'error' THEN
+		/* a duplicate raises unique_violation from tasks_owner_key */
+		INSERT INTO jobflow.tasks AS t
+			(url, run_at, body, body_bytes, content_type, headers, method,
+			 timeout_ms, max_attempts, queue, key, notify)
+		VALUES
+			(schedule.url, schedule.run_at, new_body, schedule.body_bytes, new_content_type,
+			 schedule.headers, schedule.method, schedule.timeout_ms,
+			 schedule.max_attempts, schedule.queue, schedule.key,
+			 COALESCE(schedule.notify, false))
+		RETURNING t.id INTO task_id;
+		RETURN task_id;
+	END IF;
+	/*
+	 * ON CONFLICT DO NOTHING waits for a racing transaction that inserted
+	 * the same key: if it commits, this insert does nothing and the loop
+	 * finds its task; if it rolls back, this insert goes ahead.  A task
+	 * that finishes in between frees the key, and the loop inserts again.
+	 */
+	LOOP
+		INSERT INTO jobflow.tasks AS t
+			(url, run_at, body, body_bytes, content_type, headers, method,
+			 timeout_ms, max_attempts, queue, key, notify)
+		VALUES
+			(schedule.url, schedule.run_at, new_body, schedule.body_bytes, new_content_type,
+			 schedule.headers, schedule.method, schedule.timeout_ms,
+			 schedule.max_attempts, schedule.queue, schedule.key,
+			 COALESCE(schedule.notify, false))
+		ON CONFLICT (owner, key) WHERE key IS NOT NULL AND state IN ('pending', 'running')
+		DO NOTHING
+		RETURNING t.id INTO task_id;
+		IF task_id IS NOT NULL THEN
+			RETURN task_id;
+		END IF;
+		SELECT t.id, t.state INTO task_id, task_state
+		  FROM jobflow.tasks t
+		 WHERE t.owner = jobflow._current_role() AND t.key = schedule.key
+		   AND t.state IN ('pending', 'running');
+		IF task_id IS NOT NULL THEN
+			IF schedule.on_duplicate = 'ignore' OR task_state <> 'pending' THEN
+				RETURN task_id;
+			END IF;
+			/* replace: only while it is still pending (the policy says so) */
+			IF jobflow._replace_task(task_id, schedule.url, schedule.run_at, new_body,
+									 new_content_type, schedule.headers, schedule.method,
+									 schedule.timeout_ms, schedule.max_attempts,
+									 schedule.queue, schedule.body_bytes) THEN
+				RETURN task_id;
+			END IF;
+			/* claimed or cancelled in between: look again */
+		END IF;
+	END LOOP;
+END
+$$;
+
+REVOKE ALL ON FUNCTION jobflow.schedule(text, timestamptz, jsonb, jsonb, text, integer,
+										integer, text, text, text, text, text, bytea, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow.schedule(text, timestamptz, jsonb, jsonb, text, integer,
+										   integer, text, text, text, text, text, bytea, boolean)
+	TO jobflow_user, jobflow_admin;
+
+/* ----------------------------------------------------------------------
+ * issue 11, item 2: Standard Webhooks signatures
+ *
+ * jobflow.installation names this incarnation of the extension: a random
+ * token made by CREATE EXTENSION, part of every webhook-id
+ * ("jf_<token>_<task id>").  Task ids restart after DROP/CREATE EXTENSION;
+ * the new token keeps them from colliding with earlier ids at a receiver.
+ * It is configuration, so dumps keep it: a restore runs CREATE EXTENSION
+ * (one new row), then loads the dumped row, and the oldest row is the one
+ * in use, so restored tasks keep the webhook-id they had.
+ *
+ * jobflow.signing_secrets holds the signing keys.  Nobody but its owner
+ * (the superuser who created the extension, whose worker signs) may read
+ * it; create_signing_secret() and revoke_signing_secret() check the caller
+ * and write as the owner.  It is not configuration: dumps do not contain
+ * the secrets, and after a restore each role creates a new secret (and
+ * gives it to its receivers) before its callbacks are signed again.
+ * ---------------------------------------------------------------------- */
+CREATE TABLE jobflow.installation (
+	id			text NOT NULL,
+	created_at	timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+);
+INSERT INTO jobflow.installation (id)
+	VALUES (pg_catalog.left(pg_catalog.replace(pg_catalog.gen_random_uuid()::text, '-', ''), 12));
+SELECT pg_catalog.pg_extension_config_dump('jobflow.installation', '');
+REVOKE ALL ON jobflow.installation FROM PUBLIC;
+GRANT SELECT ON jobflow.installation TO jobflow_user, jobflow_admin;
+
+CREATE TABLE jobflow.signing_secrets (
+	owner		regrole NOT NULL,
+	secret		bytea NOT NULL,
+	created_at	timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+	expires_at	timestamptz		/* NULL: the newest; else the end of its grace */
+);
+CREATE INDEX signing_secrets_owner ON jobflow.signing_secrets (owner);
+REVOKE ALL ON jobflow.signing_secrets FROM PUBLIC;
+
+/* What a role may know of its secrets: that they exist, and until when. */
+CREATE VIEW jobflow.signing_keys WITH (security_barrier) AS
+SELECT s.owner, s.created_at, s.expires_at
+  FROM jobflow.signing_secrets s
+ WHERE pg_catalog.pg_has_role(s.owner::oid, 'USAGE')
+	OR pg_catalog.pg_has_role('jobflow_admin', 'USAGE');
+REVOKE ALL ON jobflow.signing_keys FROM PUBLIC;
+GRANT SELECT ON jobflow.signing_keys TO jobflow_user, jobflow_admin;
+
+CREATE FUNCTION jobflow.create_signing_secret(
+	for_role regrole DEFAULT NULL,
+	grace interval DEFAULT '24 hours')
+RETURNS text
+AS 'MODULE_PATHNAME', 'jobflow_create_signing_secret'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION jobflow.revoke_signing_secret(
+	for_role regrole DEFAULT NULL,
+	only_previous boolean DEFAULT false)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'jobflow_revoke_signing_secret'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION jobflow._webhook_signature(secret text, msg_id text, ts bigint, body bytea)
+RETURNS text
+AS 'MODULE_PATHNAME', 'jobflow_webhook_signature'
+LANGUAGE C IMMUTABLE STRICT;
+
+REVOKE ALL ON FUNCTION
+	jobflow.create_signing_secret(regrole, interval),
+	jobflow.revoke_signing_secret(regrole, boolean),
+	jobflow._webhook_signature(text, text, bigint, bytea)
+	FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+	jobflow.create_signing_secret(regrole, interval),
+	jobflow.revoke_signing_secret(regrole, boolean)
+	TO jobflow_user, jobflow_admin;
+
+/* ----------------------------------------------------------------------
+ * issue 11, item 3: secrets that stay secret
+ *
+ * A header value may be {"secret": "name"}: the task row keeps the
+ * reference, the worker sends the owner's secret of that name.  Secrets
+ * are in jobflow.secrets, which only its owner (the worker) reads;
+ * set_secret() and drop_secret() check the caller and write as the owner.
+ * Not configuration: dumps do not contain the values, so after a restore
+ * each role stores its secrets again (until then, a header whose secret is
+ * missing is left out of the request).
+ * ---------------------------------------------------------------------- */
+CREATE TABLE jobflow.secrets (
+	owner		regrole NOT NULL,
+	name		text NOT NULL,
+	value		text NOT NULL,
+	updated_at	timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+	PRIMARY KEY (owner, name)
+);
+REVOKE ALL ON jobflow.secrets FROM PUBLIC;
+
+/* The names of the secrets a role has, without their values. */
+CREATE VIEW jobflow.secret_names WITH (security_barrier) AS
+SELECT s.owner, s.name, s.updated_at
+  FROM jobflow.secrets s
+ WHERE pg_catalog.pg_has_role(s.owner::oid, 'USAGE')
+	OR pg_catalog.pg_has_role('jobflow_admin', 'USAGE');
+REVOKE ALL ON jobflow.secret_names FROM PUBLIC;
+GRANT SELECT ON jobflow.secret_names TO jobflow_user, jobflow_admin;
+
+CREATE FUNCTION jobflow.set_secret(name text, value text, for_role regrole DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'jobflow_set_secret'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION jobflow.drop_secret(name text, for_role regrole DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'jobflow_drop_secret'
+LANGUAGE C VOLATILE;
+
+REVOKE ALL ON FUNCTION
+	jobflow.set_secret(text, text, regrole),
+	jobflow.drop_secret(text, regrole)
+	FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+	jobflow.set_secret(text, text, regrole),
+	jobflow.drop_secret(text, regrole)
+	TO jobflow_user, jobflow_admin;
+
 /*
  * issue 13 (\dx+ jobflow documents its objects): comments on the types,
  * tables, views and functions.  Functions are found by name, whatever their
@@ -223,6 +613,11 @@ COMMENT ON TABLE jobflow.tasks IS 'one row per HTTP callback: the truth the work
 COMMENT ON TABLE jobflow.task_log IS 'one row per attempt of a task, with its outcome';
 COMMENT ON TABLE jobflow.cron_timers IS 'recurring callbacks; each occurrence becomes a task';
 COMMENT ON VIEW jobflow.cron IS 'cron timers with their last run, as their owner sees them';
+COMMENT ON TABLE jobflow.installation IS 'this incarnation of the extension: the token in every webhook-id (the oldest row is in use)';
+COMMENT ON TABLE jobflow.signing_secrets IS 'Standard Webhooks signing keys per role; readable by its owner only';
+COMMENT ON VIEW jobflow.signing_keys IS 'the signing secrets a role has, without their values';
+COMMENT ON TABLE jobflow.secrets IS 'named secrets that header values refer to ({"secret": "name"}); readable by its owner only';
+COMMENT ON VIEW jobflow.secret_names IS 'the secrets a role has, without their values';
 COMMENT ON VIEW jobflow.task_import IS 'the task columns an application may set: COPY into it as an application role (COPY into jobflow.tasks is refused under row-level security)';
 DO $$
 DECLARE
@@ -250,7 +645,14 @@ BEGIN
 			('_delete_cron_timer', 'internal: deletes a timer the caller may change, for unschedule_cron'),
 			('wakeups', 'wake-ups published at commit since the server started: id ranges and timer changes'),
 			('_task_import', 'internal: inserts each row written to jobflow.task_import as a task'),
-			('_cron_sync_occurrences', 'internal: a changed or deleted timer cancels its pending occurrences')
+			('_cron_sync_occurrences', 'internal: a changed or deleted timer cancels its pending occurrences'),
+			('create_signing_secret', 'new Standard Webhooks secret for a role, shown once; the previous ones sign beside it for the grace period'),
+			('revoke_signing_secret', 'remove a role''s signing secrets (or only the previous ones)'),
+			('_webhook_signature', 'internal: the v1 signature of a message, for checking against the specification'),
+			('_json_content_type', 'internal: the content type of a JSON body, given a Content-Type header'),
+			('set_secret', 'store or replace a secret that header values refer to as {"secret": "name"}'),
+			('drop_secret', 'drop a secret no unfinished task or cron timer refers to'),
+			('_replace_task', 'internal: writes the new request of a pending task, for schedule(on_duplicate => ''replace'')')
 		  ) AS c(name, text) ON p.proname = c.name
 		 WHERE p.pronamespace = 'jobflow'::pg_catalog.regnamespace
 	LOOP

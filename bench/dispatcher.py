@@ -617,6 +617,9 @@ def main():
         run_burst()
     if "big" in PHASES:
         run_big(idle_fresh)
+    if "signing" in PHASES:
+        import signing
+        signing.run_signing(sys.modules[__name__])
     if "isolation" in PHASES:
         import isolation
         isolation.run_isolation(sys.modules[__name__], int(os.environ.get("BENCH_ISO_SECONDS", "10")))

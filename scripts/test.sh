@@ -70,9 +70,23 @@ pgtap() {
 	pg_prove -d jobflow "$REPO"/test/pgtap/*.sql
 }
 
+# The signature tests verify callbacks with the standardwebhooks reference
+# library (test/node/package.json, versions pinned by its lock file),
+# installed once into test/node/node_modules (not in git).
+ensure_node_modules() {
+	[ -d "$REPO/test/node/node_modules/standardwebhooks" ] && return 0
+	if ! command -v npm >/dev/null; then
+		$SUDO apt-get update -q
+		$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm
+	fi
+	log "installing test/node (npm ci)"
+	(cd "$REPO/test/node" && npm ci --no-audit --no-fund --loglevel=error)
+}
+
 # JOBFLOW_PYTEST_ARGS narrows the integration tests while developing,
 # e.g. "test/integration/test_hosts.py -k slow"
 integration() {
+	ensure_node_modules || return 1
 	# shellcheck disable=SC2086
 	(cd "$REPO" && "$PYTHON" -m pytest -q -p no:cacheprovider ${JOBFLOW_PYTEST_ARGS:-test/integration})
 }

@@ -23,6 +23,7 @@
  *	  @yearly @annually @monthly @weekly @daily @midnight @hourly
  *	  every N unit     unit: s sec(s) second(s) m min(s) minute(s)
  *					   h hr(s) hour(s) d day(s); "every minute" means N = 1
+ *	  N unit           the same as "every N unit" (pg_cron's "5 seconds")
  *
  * Day matching follows Vixie cron: if both day-of-month and day-of-week are
  * restricted (neither field starts with '*'), a day matches when EITHER

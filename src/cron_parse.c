@@ -461,6 +461,18 @@ jf_cron_parse(const char *expr, JfCronSchedule *out, JfCronError *err)
 	}
 	if (word_equals(expr + starts[0], ends[0] - starts[0], "every"))
 		return parse_interval(expr, ends[0], out, err);
+	/* pg_cron's interval schedules ("5 seconds", "10 minutes"): "every ..." */
+	if (nfields <= 2 && is_digit(expr[starts[0]]))
+	{
+		int			p = starts[0];
+
+		while (is_digit(expr[p]))
+			p++;
+		while (expr[p] && is_blank(expr[p]))
+			p++;
+		if (is_alpha(expr[p]))
+			return parse_interval(expr, starts[0], out, err);
+	}
 
 	if (nfields < 5 || nfields > 6)
 		return fail(err, nfields > 6 ? starts[6] : ends[nfields - 1],

@@ -31,6 +31,7 @@
 
 #include "fault.h"
 #include "guard.h"
+#include "signing.h"
 
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
@@ -142,7 +143,7 @@ dispatch_reconfigure(WorkerState *ws)
  * content type gets none.
  */
 static const char **
-build_headers(Jsonb *headers, const char *content_type, int *n)
+build_headers(Jsonb *headers, const char *content_type, Jsonb *secrets, int *n)
 {
 	int			cap = JB_ROOT_COUNT(headers) + 1;
 	const char **lines = palloc(sizeof(char *) * cap);
@@ -162,6 +163,20 @@ build_headers(Jsonb *headers, const char *content_type, int *n)
 			if (pg_strcasecmp(name, "Content-Type") == 0)
 				has_content_type = true;
 			lines[(*n)++] = psprintf("%s: %.*s", name, v.val.string.len, v.val.string.val);
+			name = NULL;
+		}
+		else if (tok == WJB_VALUE && name != NULL && v.type == jbvBinary)
+		{
+			/* {"secret": "name"}: the owner's secret (a dropped one: no header) */
+			JsonbValue *ref = getKeyJsonValueFromContainer(v.val.binary.data, "secret", 6, NULL);
+			JsonbValue *value = NULL;
+
+			if (ref != NULL && ref->type == jbvString && secrets != NULL)
+				value = getKeyJsonValueFromContainer(&secrets->root, ref->val.string.val,
+													 ref->val.string.len, NULL);
+			if (value != NULL && value->type == jbvString)
+				lines[(*n)++] = psprintf("%s: %.*s", name, value->val.string.len,
+										 value->val.string.val);
 			name = NULL;
 		}
 	}
@@ -186,6 +201,7 @@ build_request(WorkerState *ws, HeapTuple tup, TupleDesc desc, uint32 queue,
 	Datum		d;
 	int			nheaders;
 	char	   *content_type = NULL;
+	Jsonb	   *secrets;
 
 	e = MemoryContextAllocZero(ws->cxt, sizeof(InFlightEntry));
 	e->task.id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
@@ -205,8 +221,10 @@ build_request(WorkerState *ws, HeapTuple tup, TupleDesc desc, uint32 queue,
 	d = SPI_getbinval(tup, desc, 10, &isnull);
 	if (!isnull)
 		content_type = TextDatumGetCString(d);
+	d = SPI_getbinval(tup, desc, 15, &isnull);
+	secrets = isnull ? NULL : DatumGetJsonbP(d);
 	req->headers = build_headers(DatumGetJsonbP(SPI_getbinval(tup, desc, 8, &isnull)),
-								 content_type, &nheaders);
+								 content_type, secrets, &nheaders);
 	req->nheaders = nheaders;
 	d = SPI_getbinval(tup, desc, 9, &isnull);
 	if (!isnull)
@@ -216,7 +234,30 @@ build_request(WorkerState *ws, HeapTuple tup, TupleDesc desc, uint32 queue,
 		req->body_len = VARSIZE_ANY_EXHDR(body);
 		req->body = pnstrdup(VARDATA_ANY(body), req->body_len);
 	}
+	else if (!(d = SPI_getbinval(tup, desc, 14, &isnull), isnull))
+	{
+		bytea	   *bytes = DatumGetByteaPP(d);
+		char	   *copy;
+
+		/* a binary body: its bytes as they are, zero bytes included */
+		req->body_len = VARSIZE_ANY_EXHDR(bytes);
+		copy = palloc(req->body_len + 1);
+		memcpy(copy, VARDATA_ANY(bytes), req->body_len);
+		copy[req->body_len] = '\0';
+		req->body = copy;
+	}
 	req->timeout_ms = DatumGetInt32(SPI_getbinval(tup, desc, 11, &isnull));
+	/* the owner's signing secrets, if it has any: signed as sent, right now */
+	d = SPI_getbinval(tup, desc, 12, &isnull);
+	if (!isnull)
+	{
+		char	   *installation = TextDatumGetCString(SPI_getbinval(tup, desc, 13, &isnull));
+
+		req->headers = jf_sign_headers(req->headers, &nheaders, DatumGetArrayTypeP(d),
+									   installation, e->task.id, req->body,
+									   req->body_len);
+		req->nheaders = nheaders;
+	}
 }
 
 /*
@@ -367,7 +408,17 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"         FOR UPDATE SKIP LOCKED) c"
 			" WHERE t.id = c.id"
 			" RETURNING t.id, t.attempts, t.max_attempts, t.owner, t.run_at,"
-			"           t.url, t.method, t.headers, t.body, t.content_type, t.timeout_ms",
+			"           t.url, t.method, t.headers, t.body, t.content_type, t.timeout_ms,"
+			"           (SELECT pg_catalog.array_agg(s.secret ORDER BY s.created_at DESC)"
+			"              FROM jobflow.signing_secrets s WHERE s.owner = t.owner"
+			"               AND (s.expires_at IS NULL OR s.expires_at > pg_catalog.now())),"
+			"           (SELECT i.id FROM jobflow.installation i"
+			"             ORDER BY i.created_at, i.id LIMIT 1),"
+			"           t.body_bytes,"
+			"           (SELECT pg_catalog.jsonb_object_agg(x.name, x.value)"
+			"              FROM jobflow.secrets x WHERE x.owner = t.owner"
+			"               AND x.name IN (SELECT h.value OPERATOR(pg_catalog.->>) 'secret'"
+			"                                FROM pg_catalog.jsonb_each(t.headers) h))",
 			2, types, CURSOR_OPT_GENERIC_PLAN);
 
 		if (plan == NULL)

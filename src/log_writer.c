@@ -4,6 +4,11 @@
  *	  Buffers attempt outcomes and writes them in batches: one UPDATE of
  *	  jobflow.tasks and one INSERT into jobflow.task_log per batch.
  *
+ * The transaction that writes a batch also sends NOTIFY jobflow_outcome
+ * for the tasks of the batch that asked for it (notify => true) and have
+ * finished: one notification per batch (per 200 such tasks), delivered at
+ * its commit.
+ *
  * A batch is written when jobflow.log_batch_size rows are buffered or the
  * oldest has waited jobflow.log_flush_ms.  Each statement reads its rows
  * from unnest() over arrays, so the cost per callback falls as load rises.
@@ -31,6 +36,9 @@
 static const char *const outcome_names[] = {
 	"succeeded", "retry", "failed", "interrupted", "unsent"
 };
+
+/* finished tasks announced per NOTIFY jobflow_outcome */
+#define OUTCOMES_PER_NOTIFY 200
 
 static MemoryContext buffer_cxt = NULL;
 static OutcomeRow *rows = NULL;
@@ -174,7 +182,13 @@ prepare_plans(void)
 	Oid			itypes[10] = {INT8ARRAYOID, INT4ARRAYOID, OIDARRAYOID, TIMESTAMPTZARRAYOID,
 		TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID, INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
 
+	/*
+	 * Tasks that asked for it are announced on jobflow_outcome, at most
+	 * OUTCOMES_PER_NOTIFY per notification (each "<id>:<state>" takes at
+	 * most 30 bytes, far below the 8000-byte limit of a payload).
+	 */
 	update_plan = SPI_prepare(
+		"WITH w AS ("
 		"UPDATE jobflow.tasks t"
 		"   SET state = u.state::jobflow.task_state,"
 		"       run_at = COALESCE(u.next_run_at, t.run_at),"
@@ -186,7 +200,15 @@ prepare_plans(void)
 		"                  pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6),"
 		"                  pg_catalog.unnest($7))"
 		"    AS u(id, state, next_run_at, status, error, unclaim, attempt)"
-		" WHERE t.id = u.id AND t.attempts = u.attempt AND t.state = 'running'", 7, utypes);
+		" WHERE t.id = u.id AND t.attempts = u.attempt AND t.state = 'running'"
+		" RETURNING t.id, t.state, t.notify)"
+		"SELECT pg_catalog.pg_notify('jobflow_outcome',"
+		"                            pg_catalog.string_agg(n.id || ':' || n.state, ' ' ORDER BY n.id))"
+		"  FROM (SELECT w.id, w.state,"
+		"               (pg_catalog.row_number() OVER (ORDER BY w.id) - 1) / "
+		CppAsString2(OUTCOMES_PER_NOTIFY) " AS chunk"
+		"          FROM w WHERE w.notify AND w.state IN ('succeeded', 'failed')) n"
+		" GROUP BY n.chunk", 7, utypes);
 	if (update_plan == NULL)
 		elog(ERROR, "could not prepare the outcome update: %s", SPI_result_code_string(SPI_result));
 	SPI_keepplan(update_plan);
@@ -291,7 +313,7 @@ write_rows(int from, int n)
 	iv[9] = PointerGetDatum(make_array(e[9], nl[9], n, TEXTOID));
 
 	ret = SPI_execute_plan(update_plan, uv, NULL, false, 0);
-	if (ret != SPI_OK_UPDATE)
+	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "outcome update failed: %s", SPI_result_code_string(ret));
 	ret = SPI_execute_plan(insert_plan, iv, NULL, false, 0);
 	if (ret != SPI_OK_INSERT)

@@ -16,6 +16,7 @@
  */
 #include "jobflow.h"
 #include "task_check.h"
+#include "signing.h"
 #include "compat.h"
 
 #include "access/detoast.h"
@@ -55,6 +56,7 @@ typedef struct TaskColumns
 	int			method;
 	int			headers;
 	int			body;
+	int			body_bytes;		/* 0 when the table has none (0.1.0, timers) */
 	int			content_type;
 	int			run_at;
 	int			state;
@@ -73,7 +75,8 @@ static const char *const http_methods[] = {
 static const char *const reserved_headers[] = {
 	"host", "content-length", "transfer-encoding", "connection", "expect",
 	"te", "trailer", "upgrade", "keep-alive", "proxy-connection",
-	"proxy-authorization", NULL
+	"proxy-authorization", "webhook-id", "webhook-timestamp", "webhook-signature",
+	NULL
 };
 
 static void lookup_columns(Relation rel, TaskColumns *cols);
@@ -86,7 +89,8 @@ static bool request_changed(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc,
 							TaskColumns *cols);
 static char *check_method(const char *method);
 static void check_header_value(const char *what, const char *value, int len);
-static void check_headers(Jsonb *headers, bool has_content_type);
+static void check_headers(Jsonb *headers, const char *content_type,
+						  char **same_content_type, List **secret_refs);
 static void check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 					   bool is_insert, Datum *repl, bool *repl_null, bool *replace);
 static const char *state_name(Datum state);
@@ -161,6 +165,7 @@ lookup_request_columns(TupleDesc desc, TaskColumns *cols, bool optional)
 	cols->headers = column_number(desc, "headers");
 	cols->body = column_number(desc, "body");
 	cols->content_type = column_number(desc, "content_type");
+	cols->body_bytes = Max(SPI_fnumber(desc, "body_bytes"), 0);
 	cols->max_attempts = column_number(desc, "max_attempts");
 	cols->timeout_ms = column_number(desc, "timeout_ms");
 	cols->queue = column_number(desc, "queue");
@@ -476,8 +481,14 @@ check_header_value(const char *what, const char *value, int len)
 	}
 }
 
+/*
+ * A Content-Type header beside content_type is accepted when both say the
+ * same (pg_net's habit of giving it as a header): *same_content_type is
+ * then the header's name, for the caller to drop the copy.
+ */
 static void
-check_headers(Jsonb *headers, bool has_content_type)
+check_headers(Jsonb *headers, const char *content_type, char **same_content_type,
+			  List **secret_refs)
 {
 	JsonbIterator *it;
 	JsonbValue	v;
@@ -527,11 +538,6 @@ check_headers(Jsonb *headers, bool has_content_type)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("header \"%s\" is reserved for jobflow", name),
 					 errdetail("Headers starting with X-Jobflow- identify the task and attempt to the receiver.")));
-		if (has_content_type && pg_strcasecmp(name, "content-type") == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("content type is given both as content_type and as a header"),
-					 errhint("Give it once.")));
 		for (i = 0; i < nseen; i++)
 		{
 			if (pg_strcasecmp(name, seen[i]) == 0)
@@ -546,12 +552,44 @@ check_headers(Jsonb *headers, bool has_content_type)
 		total += v.val.string.len + 4;
 
 		tok = JsonbIteratorNext(&it, &v, true);
+		if (tok == WJB_VALUE && v.type == jbvBinary &&
+			JsonContainerIsObject(v.val.binary.data))
+		{
+			/* {"secret": "<name>"}: the owner's secret, substituted when sent */
+			JsonbValue *ref = getKeyJsonValueFromContainer(v.val.binary.data,
+														   "secret", 6, NULL);
+
+			if (ref == NULL || ref->type != jbvString ||
+				JsonContainerSize(v.val.binary.data) != 1)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("value of header \"%s\" must be a JSON string or {\"secret\": \"name\"}",
+								name)));
+			*secret_refs = lappend(*secret_refs,
+								   pnstrdup(ref->val.string.val, ref->val.string.len));
+			total += ref->val.string.len;
+			continue;
+		}
 		if (tok != WJB_VALUE || v.type != jbvString)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("value of header \"%s\" must be a JSON string", name)));
+					 errmsg("value of header \"%s\" must be a JSON string", name),
+					 errhint("A secret stored with jobflow.set_secret() is given as {\"secret\": \"name\"}.")));
 		check_header_value(psprintf("value of header \"%s\"", name),
 						   v.val.string.val, v.val.string.len);
+		if (content_type != NULL && pg_strcasecmp(name, "content-type") == 0)
+		{
+			char	   *value = pnstrdup(v.val.string.val, v.val.string.len);
+
+			if (pg_strcasecmp(value, content_type) != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("content type is given both as content_type and as a header, and they differ"),
+						 errdetail("content_type is \"%s\"; the header says \"%s\".",
+								   content_type, value),
+						 errhint("Give it once.")));
+			*same_content_type = name;
+		}
 		total += v.val.string.len;
 	}
 
@@ -583,6 +621,9 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 	bool		isnull;
 	Datum		d;
 	bool		has_content_type;
+	char	   *ct = NULL;
+	List	   *secret_refs = NIL;
+	Oid			owner;
 	int32		i;
 
 	d = get_column(tuple, desc, cols->url, &isnull);
@@ -615,7 +656,7 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 	has_content_type = !isnull;
 	if (!isnull)
 	{
-		char	   *ct = TextDatumGetCString(d);
+		ct = TextDatumGetCString(d);
 
 		if (strlen(ct) == 0 || strlen(ct) > HEADER_NAME_MAX)
 			ereport(ERROR,
@@ -631,7 +672,18 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 		replace[cols->headers - 1] = true;
 	}
 	else
-		check_headers(DatumGetJsonbP(d), has_content_type);
+	{
+		char	   *same = NULL;
+
+		check_headers(DatumGetJsonbP(d), has_content_type ? ct : NULL, &same, &secret_refs);
+		/* the same content type twice: content_type alone carries it */
+		if (same != NULL)
+		{
+			repl[cols->headers - 1] = DirectFunctionCall2(jsonb_delete, d,
+														  CStringGetTextDatum(same));
+			replace[cols->headers - 1] = true;
+		}
+	}
 
 	d = get_column(tuple, desc, cols->body, &isnull);
 	if (!isnull)
@@ -644,6 +696,22 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 					 errmsg("request body is too large"),
 					 errdetail("The body has %zu bytes; jobflow.max_body_size is %d bytes.",
 							   size, jobflow_max_body_size)));
+	}
+
+	if (cols->body_bytes > 0)
+	{
+		d = get_column(tuple, desc, cols->body_bytes, &isnull);
+		if (!isnull)
+		{
+			Size		size = toast_raw_datum_size(d) - VARHDRSZ;
+
+			if (size > (Size) jobflow_max_body_size)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("request body is too large"),
+						 errdetail("The body has %zu bytes; jobflow.max_body_size is %d bytes.",
+								   size, jobflow_max_body_size)));
+		}
 	}
 
 	d = get_column(tuple, desc, cols->timeout_ms, &isnull);
@@ -676,9 +744,12 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 				 errmsg("queue name must have 1 to %d bytes", QUEUE_MAX_LENGTH)));
 	check_queue(TextDatumGetCString(d));
 
+	d = get_column(tuple, desc, cols->owner, &isnull);
+	owner = isnull ? GetUserId() : DatumGetObjectId(d);
+	if (secret_refs != NIL)
+		jf_check_secret_refs(secret_refs, owner);
 	if (!is_insert)
 		return;
-	d = get_column(tuple, desc, cols->owner, &isnull);
 	if (isnull)
 	{
 		repl[cols->owner - 1] = ObjectIdGetDatum(GetUserId());
@@ -753,17 +824,23 @@ request_changed(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc,
 				TaskColumns *cols)
 {
 	int			attnums[] = {cols->url, cols->method, cols->headers, cols->body,
-		cols->content_type, cols->max_attempts, cols->timeout_ms, cols->queue};
+		cols->content_type, cols->max_attempts, cols->timeout_ms, cols->queue,
+		cols->body_bytes};
 	int			i;
 
 	for (i = 0; i < lengthof(attnums); i++)
 	{
-		Form_pg_attribute att = TupleDescAttr(desc, attnums[i] - 1);
+		Form_pg_attribute att;
 		bool		old_null;
 		bool		new_null;
-		Datum		old_value = get_column(oldtup, desc, attnums[i], &old_null);
-		Datum		new_value = get_column(newtup, desc, attnums[i], &new_null);
+		Datum		old_value;
+		Datum		new_value;
 
+		if (attnums[i] == 0)
+			continue;			/* no body_bytes column */
+		att = TupleDescAttr(desc, attnums[i] - 1);
+		old_value = get_column(oldtup, desc, attnums[i], &old_null);
+		new_value = get_column(newtup, desc, attnums[i], &new_null);
 		if (old_null != new_null ||
 			(!old_null && !datumIsEqual(old_value, new_value, att->attbyval, att->attlen)))
 			return true;

@@ -9,6 +9,9 @@
  * everyone.  Removing a timer therefore goes through this function, which
  * checks as the caller, under row-level security, that the caller may
  * change the timer, and only then deletes it as the table's owner.
+ * Replacing the request of a keyed task (schedule(..., on_duplicate =>
+ * 'replace')) works the same way: tenants may update only a task's state
+ * and run_at themselves.
  *
  *-------------------------------------------------------------------------
  */
@@ -99,5 +102,69 @@ jobflow_delete_cron_timer(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	AtEOXact_GUC(true, save_nestlevel);
+	PG_RETURN_BOOL(found);
+}
+
+/*
+ * jobflow._replace_task(id, url, run_at, body, content_type, headers,
+ * method, timeout_ms, max_attempts, queue, body_bytes) RETURNS boolean: for
+ * schedule(..., on_duplicate => 'replace').  Tenants may update only the
+ * state and run_at of their tasks; this function locks the task as the
+ * caller, under row-level security (which lets a role lock only pending
+ * tasks it may change), and only then writes the new request as the
+ * table's owner.  The row trigger checks the request as on an insert.
+ * False when the task is no longer pending (or not the caller's).
+ */
+PG_FUNCTION_INFO_V1(jobflow_replace_task);
+Datum
+jobflow_replace_task(PG_FUNCTION_ARGS)
+{
+	Oid			types[11] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TEXTOID, TEXTOID,
+	JSONBOID, TEXTOID, INT4OID, INT4OID, TEXTOID, BYTEAOID};
+	Datum		values[11];
+	char		nulls[11];
+	Oid			table;
+	Oid			save_userid;
+	int			save_sec_context;
+	bool		found;
+	int			i;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_BOOL(false);
+	for (i = 0; i < 11; i++)
+	{
+		values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
+		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
+	}
+
+	table = RangeVarGetRelid(makeRangeVar("jobflow", "tasks", -1), NoLock, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	/* as the caller: row-level security decides which tasks it may change */
+	if (SPI_execute_with_args("SELECT 1 FROM jobflow.tasks"
+							  " WHERE id = $1 AND state = 'pending' FOR UPDATE",
+							  1, types, values, nulls, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not check the task");
+	found = SPI_processed > 0;
+
+	if (found)
+	{
+		GetUserIdAndSecContext(&save_userid, &save_sec_context);
+		SetUserIdAndSecContext(relation_owner(table),
+							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+							   SECURITY_RESTRICTED_OPERATION);
+		/* an error aborts the transaction, which restores the user */
+		if (SPI_execute_with_args("UPDATE jobflow.tasks SET url = $2, run_at = $3,"
+								  " body = $4, content_type = $5, headers = $6,"
+								  " method = $7, timeout_ms = $8, max_attempts = $9,"
+								  " queue = $10, body_bytes = $11, updated_at = pg_catalog.now()"
+								  " WHERE id = $1 AND state = 'pending'",
+								  11, types, values, nulls, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not replace the task");
+		found = SPI_processed > 0;
+		SetUserIdAndSecContext(save_userid, save_sec_context);
+	}
+	SPI_finish();
 	PG_RETURN_BOOL(found);
 }

@@ -24,7 +24,9 @@
 # The two /_ endpoints are not recorded themselves.
 #
 # Each record holds the arrival time (time.time()), method, path, query,
-# a subset of the headers (lower-cased names), the body (first 4 kB) and
+# a subset of the headers (lower-cased names), the body (first 4 kB; also
+# as "body_b64" when it is not UTF-8), "content_types" when the request
+# had more than one Content-Type header, and
 # "peer_port": the client's port (one per connection), and
 # "inflight": how many requests with the same first path segment were
 # being served at arrival, this one included (tests use it to check
@@ -34,6 +36,7 @@
 # -------------------------------------------------------------------------
 
 import argparse
+import base64
 import json
 import os
 import select
@@ -44,7 +47,8 @@ from urllib.parse import parse_qs, urlsplit
 
 KEPT_HEADERS = ("x-jobflow-task-id", "x-jobflow-attempt", "user-agent",
                 "content-type", "content-length", "expect", "x-test",
-                "x-api-key")
+                "x-api-key", "authorization", "webhook-id", "webhook-timestamp",
+                "webhook-signature")
 BODY_LOG_MAX = 4096
 MAX_RECORDS = 200000
 
@@ -121,7 +125,7 @@ class Handler(BaseHTTPRequestHandler):
             for k, v in self.headers.items():
                 if k.lower() in KEPT_HEADERS:
                     hdrs[k.lower()] = v
-            record({
+            rec = {
                 "time": arrival,
                 "method": self.command,
                 "path": path,
@@ -130,7 +134,15 @@ class Handler(BaseHTTPRequestHandler):
                 "body": body[:BODY_LOG_MAX].decode("utf-8", "replace"),
                 "inflight": now_inflight,
                 "peer_port": self.client_address[1],
-            })
+            }
+            ctypes = self.headers.get_all("Content-Type") or []
+            if len(ctypes) > 1:
+                rec["content_types"] = ctypes
+            try:
+                body[:BODY_LOG_MAX].decode("utf-8")
+            except UnicodeDecodeError:
+                rec["body_b64"] = base64.b64encode(body[:BODY_LOG_MAX]).decode()
+            record(rec)
             self.dispatch(kind, parts, query, body)
         finally:
             with lock:

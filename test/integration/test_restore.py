@@ -98,6 +98,10 @@ class Target:
         return conn
 
 
+# the installation token in every webhook-id (signing.c)
+INSTALLATION = "SELECT id FROM jobflow.installation ORDER BY created_at, id LIMIT 1"
+
+
 @pytest.fixture(scope="module")
 def dumped(server, receiver, tmp_path_factory):
     """The source database, its dumps (custom and plain) and its sums."""
@@ -142,6 +146,7 @@ def dumped(server, receiver, tmp_path_factory):
             for name, sql in (("tasks", TASKS_SUM), ("far", FAR_SUM), ("log", LOG_SUM),
                               ("timers", TIMERS_SUM))}
     max_id = one(conn, "SELECT max(id) FROM jobflow.tasks")[0]
+    installation = one(conn, INSTALLATION)[0]
     fire = [r["id"] for r in query(conn, "SELECT id FROM jobflow.tasks WHERE url LIKE %s",
                                    ("%restore-fire%",))]
     conn.close()
@@ -155,7 +160,8 @@ def dumped(server, receiver, tmp_path_factory):
     with admin.cursor() as cur:
         cur.execute("DROP DATABASE %s" % src)
     admin.close()
-    yield {"dump": dump, "plain": plain, "sums": sums, "max_id": max_id, "fire": fire}
+    yield {"dump": dump, "plain": plain, "sums": sums, "max_id": max_id, "fire": fire,
+           "installation": installation}
 
 
 @pytest.fixture(scope="module")
@@ -207,6 +213,8 @@ def test_restore_brings_everything_back(mode, dumped, template, server, receiver
             got = one(conn, sql, (N_TASKS if name == "log" else max_id,)) \
                 if "%s" in sql else one(conn, sql)
             assert got == dumped["sums"][name], "%s differ after %s restore" % (name, mode)
+        # restored tasks keep their webhook-id: the dumped installation is in use
+        assert one(conn, INSTALLATION)[0] == dumped["installation"]
         # the worker made nothing that could collide: its own rows come after
         seq = one(conn, "SELECT last_value FROM jobflow.tasks_id_seq")[0]
         assert seq >= max_id

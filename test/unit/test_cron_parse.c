@@ -119,6 +119,9 @@ test_parse_valid(void)
 			{"every 5 minutes", 300}, {"every 1 min", 60}, {"every minute", 60},
 			{"every 1 hour", 3600}, {"every 2 hours", 7200}, {"every 3h", 10800},
 			{"every 2 days", 172800}, {"every 10s", 10}, {"EVERY 5 Minutes", 300},
+			/* pg_cron's spelling, without "every" */
+			{"5 seconds", 5}, {"10 minutes", 600}, {" 2 hours ", 7200}, {"30s", 30},
+			{"1 day", 86400},
 		};
 
 		for (i = 0; i < sizeof(iv) / sizeof(iv[0]); i++)
@@ -187,6 +190,9 @@ test_parse_invalid(void)
 		{"every 367 days", "interval must be at most 366 days", 6},
 		{"every 99999999999 s", "interval must be at most 366 days", 6},
 		{"every 1.5 hours", "unexpected character \".\" in interval", 7},
+		{"5 weeks", "unknown time unit \"weeks\" (use seconds, minutes, hours or days)", 2},
+		{"0 seconds", "interval must be greater than zero", 0},
+		{"5 4", "expected 5 or 6 fields, found 2", 3},
 		{"0 0 30 2 *", "no selected month has a day 30", 4},
 		{"0 0 31 4,6,9,11 *", "no selected month has a day 31", 4},
 		{"0 0 30,31 feb *",
