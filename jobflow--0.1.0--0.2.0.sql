@@ -220,16 +220,57 @@ CREATE TRIGGER cron_sync_occurrences
  */
 CREATE INDEX tasks_running ON jobflow.tasks (id) WHERE state = 'running';
 
+/* ----------------------------------------------------------------------
+ * issue 10, item 2: redrive and dead letters
+ *
+ * A failed or cancelled task can go back to pending with a fresh attempt
+ * budget (the row trigger allows that move and computes the budget; see
+ * attempts_base).  Tenants may update pending rows only (row-level
+ * security), so retry() and retry_failed() check as the caller, under
+ * row-level security, and update as the table's owner (tenant_api.c).
+ * ---------------------------------------------------------------------- */
+ALTER TABLE jobflow.tasks ADD COLUMN attempts_base integer NOT NULL DEFAULT 0;
+
+CREATE FUNCTION jobflow.retry(id bigint, run_at timestamptz DEFAULT pg_catalog.now())
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'jobflow_retry'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION jobflow.retry_failed(queue text DEFAULT NULL, since timestamptz DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'jobflow_retry_failed'
+LANGUAGE C VOLATILE;
+
+/* Finished tasks by the time they finished: dead letters, and pruning. */
+CREATE INDEX tasks_finished_at ON jobflow.tasks (updated_at)
+	WHERE state IN ('succeeded', 'failed', 'cancelled');
+
+CREATE VIEW jobflow.failed_tasks WITH (security_invoker = true) AS
+SELECT t.id, t.queue, t.url, t.attempts, t.last_status, t.last_error,
+	   t.updated_at AS failed_at
+  FROM jobflow.tasks t
+ WHERE t.state = 'failed';
+
+REVOKE ALL ON FUNCTION jobflow.retry(bigint, timestamptz),
+	jobflow.retry_failed(text, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow.retry(bigint, timestamptz),
+	jobflow.retry_failed(text, timestamptz) TO jobflow_user, jobflow_admin;
+REVOKE ALL ON jobflow.failed_tasks FROM PUBLIC;
+GRANT SELECT ON jobflow.failed_tasks TO jobflow_user, jobflow_admin;
+
+COMMENT ON COLUMN jobflow.tasks.attempts_base IS 'attempts made before the last retry(): max_attempts - attempts_base is the task''s budget';
+
 /*
  * issue 13 (\dx+ jobflow documents its objects): comments on the types,
  * tables, views and functions.  Functions are found by name, whatever their
  * argument lists.  Keep this section last, and add every new object to it.
  */
-COMMENT ON TYPE jobflow.task_state IS 'pending -> running -> succeeded | failed; pending -> cancelled';
+COMMENT ON TYPE jobflow.task_state IS 'pending -> running -> succeeded | failed; pending -> cancelled; failed | cancelled -> pending (retry)';
 COMMENT ON TABLE jobflow.tasks IS 'one row per HTTP callback: the truth the worker fires from';
 COMMENT ON TABLE jobflow.task_log IS 'one row per attempt of a task, with its outcome';
 COMMENT ON TABLE jobflow.cron_timers IS 'recurring callbacks; each occurrence becomes a task';
 COMMENT ON VIEW jobflow.cron IS 'cron timers with their last run, as their owner sees them';
+COMMENT ON VIEW jobflow.failed_tasks IS 'dead letters: failed tasks, as their owner sees them; retry() or retry_failed() runs them again';
 COMMENT ON VIEW jobflow.task_import IS 'the task columns an application may set: COPY into it as an application role (COPY into jobflow.tasks is refused under row-level security)';
 DO $$
 DECLARE
@@ -257,7 +298,9 @@ BEGIN
 			('_delete_cron_timer', 'internal: deletes a timer the caller may change, for unschedule_cron'),
 			('wakeups', 'wake-ups published at commit since the server started: id ranges and timer changes'),
 			('_task_import', 'internal: inserts each row written to jobflow.task_import as a task'),
-			('_cron_sync_occurrences', 'internal: a changed or deleted timer cancels its pending occurrences')
+			('_cron_sync_occurrences', 'internal: a changed or deleted timer cancels its pending occurrences'),
+			('retry', 'a failed or cancelled task goes back to pending with a fresh attempt budget, due at run_at; true if it did'),
+			('retry_failed', 'every failed task of a queue (or all), failed since a time (or ever), goes back to pending; returns how many')
 		  ) AS c(name, text) ON p.proname = c.name
 		 WHERE p.pronamespace = 'jobflow'::pg_catalog.regnamespace
 	LOOP
