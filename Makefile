@@ -32,6 +32,7 @@ OBJS = \
 	src/cron.o \
 	src/cron_sql.o \
 	src/tenant_api.o \
+	src/prune.o \
 	src/fault.o
 
 REGRESS = schedule validation lifecycle cron

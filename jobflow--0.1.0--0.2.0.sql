@@ -260,6 +260,74 @@ GRANT SELECT ON jobflow.failed_tasks TO jobflow_user, jobflow_admin;
 
 COMMENT ON COLUMN jobflow.tasks.attempts_base IS 'attempts made before the last retry(): max_attempts - attempts_base is the task''s budget';
 
+/* ----------------------------------------------------------------------
+ * issue 10, item 1: retention
+ *
+ * The worker prunes finished tasks older than jobflow.retention in small
+ * batches (prune.c), oldest first through tasks_finished_at (above).  A
+ * task and its log rows always go together, whoever deletes: a statement
+ * trigger removes the log rows of the tasks a DELETE removed (one join per
+ * statement over its transition table; a foreign key would instead cost a
+ * lookup and a row lock on the task for every log row the worker writes),
+ * and a TRUNCATE of tasks truncates the log.  SECURITY DEFINER: whoever
+ * may delete tasks may delete their log rows.
+ * ---------------------------------------------------------------------- */
+CREATE FUNCTION jobflow._task_log_cascade()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF TG_OP = 'TRUNCATE' THEN
+		TRUNCATE jobflow.task_log;
+	ELSE
+		DELETE FROM jobflow.task_log l USING gone_tasks g WHERE l.task_id = g.id;
+	END IF;
+	RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER task_log_cascade
+	AFTER DELETE ON jobflow.tasks
+	REFERENCING OLD TABLE AS gone_tasks
+	FOR EACH STATEMENT EXECUTE FUNCTION jobflow._task_log_cascade();
+
+CREATE TRIGGER task_log_truncate
+	AFTER TRUNCATE ON jobflow.tasks
+	FOR EACH STATEMENT EXECUTE FUNCTION jobflow._task_log_cascade();
+
+/* Prune now, for administrators: the worker's rule with another age. */
+CREATE FUNCTION jobflow.prune(older_than interval)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	n bigint;
+BEGIN
+	IF prune.older_than IS NULL THEN
+		RAISE EXCEPTION 'older_than must not be null'
+			USING ERRCODE = 'null_value_not_allowed',
+				  HINT = 'Give an age, e.g. interval ''7 days''; interval ''0'' prunes every finished task.';
+	END IF;
+	IF prune.older_than < interval '0' THEN
+		RAISE EXCEPTION 'older_than must not be negative'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	DELETE FROM jobflow.tasks t
+	 WHERE t.state IN ('succeeded', 'failed', 'cancelled')
+	   AND t.updated_at < pg_catalog.now() - prune.older_than;
+	GET DIAGNOSTICS n = ROW_COUNT;
+	RETURN n;
+END
+$$;
+
+REVOKE ALL ON FUNCTION jobflow._task_log_cascade() FROM PUBLIC;
+REVOKE ALL ON FUNCTION jobflow.prune(interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow.prune(interval) TO jobflow_admin;
+
 /*
  * issue 13 (\dx+ jobflow documents its objects): comments on the types,
  * tables, views and functions.  Functions are found by name, whatever their
@@ -300,6 +368,8 @@ BEGIN
 			('_task_import', 'internal: inserts each row written to jobflow.task_import as a task'),
 			('_cron_sync_occurrences', 'internal: a changed or deleted timer cancels its pending occurrences'),
 			('retry', 'a failed or cancelled task goes back to pending with a fresh attempt budget, due at run_at; true if it did'),
+			('_task_log_cascade', 'internal: deleting tasks deletes their log rows; truncating them truncates the log'),
+			('prune', 'delete finished tasks (and their log rows) older than older_than now; returns how many tasks; for jobflow_admin'),
 			('retry_failed', 'every failed task of a queue (or all), failed since a time (or ever), goes back to pending; returns how many')
 		  ) AS c(name, text) ON p.proname = c.name
 		 WHERE p.pronamespace = 'jobflow'::pg_catalog.regnamespace

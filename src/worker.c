@@ -25,6 +25,7 @@
 
 #include "fault.h"
 #include "guard.h"
+#include "prune.h"
 
 #include <sys/resource.h>
 #ifdef __GLIBC__
@@ -431,6 +432,8 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 			log_writer_flush();
 		if (ws->strays_suspected || jf_now_ms() >= ws->next_stray_check_ms)
 			dispatch_rescue_strays(ws);
+		if (jf_now_ms() >= prune_deadline())
+			prune_turn(ws);
 		worker_publish_stats(ws);
 		if (jf_http_in_flight(ws->http) + jf_http_queued(ws->http) > 0)
 			busy = true;
@@ -441,6 +444,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		}
 
 		deadline = Min(ws->next_housekeeping_ms, log_writer_deadline());
+		deadline = Min(deadline, prune_deadline());
 		if (ws->rescan_soon)
 			deadline = Min(deadline, ws->last_housekeeping_ms + RESCAN_SOON_MS);
 		if (more_due)
