@@ -5,14 +5,15 @@
  *	  cancelled) older than jobflow.retention, with their log rows.
  *
  * Pruning shares the worker's loop with dispatching, so it works in small
- * batches (jobflow.prune_batch_size tasks, one short transaction each) and
- * only in the gaps: a batch runs when no task of the wheel is due within
- * PRUNE_SLACK_MS and no request waits to be sent, so it never stands
- * between a due task and its claim.  A backlog (the last batch was full)
- * brings the next batch at the next quiet turn; otherwise the worker looks
- * again after jobflow.reconcile_interval.  When the worker never finds a
- * gap for PRUNE_STARVE_MS, one batch runs anyway: a table that grows
- * without bound would hurt far more than one batch's delay.
+ * batches (jobflow.prune_batch_size tasks, one short transaction each),
+ * preferably in the gaps: a batch runs when no task of the wheel is due
+ * within PRUNE_SLACK_MS and no request waits to be sent, or, when no such
+ * gap comes, PRUNE_MAX_DEFER_MS after it was due, so that pruning keeps up
+ * under sustained load too.  While a backlog remains (the last batch was
+ * full), batches take at most one PRUNE_SHARE-th of the loop's time: the
+ * next one waits (PRUNE_SHARE - 1) times as long as the last one took.
+ * Otherwise the worker looks again after jobflow.reconcile_interval.
+ * bench/retention.sh measures what that costs in lateness.
  *
  * The batch deletes the oldest finished tasks first through the partial
  * index tasks_finished_at, and their log rows in the same statement; the
@@ -31,14 +32,16 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 #include "prune.h"
 
-#define PRUNE_SLACK_MS		20
-#define PRUNE_STARVE_MS		5000
+#define PRUNE_SLACK_MS		2
+#define PRUNE_MAX_DEFER_MS	100
+#define PRUNE_SHARE			10
 
-static int64 next_prune_ms = 0;
-static int64 last_prune_ms = 0;
+static int64 due_ms = 0;		/* the next batch may run from then on */
+static int64 try_ms = 0;		/* waiting for a gap: look again then */
 
 /*
  * When the loop should come back for pruning: now while a backlog
@@ -49,33 +52,38 @@ prune_deadline(void)
 {
 	if (jobflow_retention_s == 0)
 		return INT64_MAX;
-	return next_prune_ms;
+	return Max(due_ms, try_ms);
 }
 
 /*
- * One batch, if it is time and the worker has a gap: nothing of the wheel
- * due within PRUNE_SLACK_MS and no request waiting to be sent.  Without a
- * gap, look again shortly (the loop wakes for due tasks anyway).
+ * One batch, once it is due, in a gap (nothing of the wheel due within
+ * PRUNE_SLACK_MS, no request waiting to be sent) or, failing a gap,
+ * PRUNE_MAX_DEFER_MS after it was due.  Waiting for a gap, look again in
+ * a millisecond (the loop wakes for due tasks anyway).
  */
 void
 prune_turn(WorkerState *ws)
 {
 	int64		now_ms = jf_now_ms();
+	TimestampTz start;
+	int64		took_us;
 	Oid			types[2] = {INT4OID, INT4OID};
 	Datum		values[2];
 	bool		isnull;
 	int64		tasks;
 	int64		logs;
 
-	if (jobflow_retention_s == 0 || now_ms < next_prune_ms)
+	if (jobflow_retention_s == 0 || now_ms < Max(due_ms, try_ms))
 		return;
 	if ((jf_http_queued(ws->http) > 0 ||
 		 jf_wheel_next_deadline(ws->wheel) < now_ms + PRUNE_SLACK_MS) &&
-		now_ms < last_prune_ms + PRUNE_STARVE_MS)
+		now_ms < due_ms + PRUNE_MAX_DEFER_MS)
 	{
-		next_prune_ms = now_ms + PRUNE_SLACK_MS;
+		try_ms = now_ms + 1;
 		return;
 	}
+	try_ms = 0;
+	start = GetCurrentTimestamp();
 
 	jf_xact_begin("jobflow: pruning finished tasks");
 	jf_fault("prune");
@@ -107,8 +115,10 @@ prune_turn(WorkerState *ws)
 
 	pg_atomic_fetch_add_u64(&jobflow_shared->pruned_tasks, tasks);
 	pg_atomic_fetch_add_u64(&jobflow_shared->pruned_log_rows, logs);
-	last_prune_ms = jf_now_ms();
-	/* a full batch says more are waiting: come back at the next gap */
-	next_prune_ms = tasks >= jobflow_prune_batch_size ? last_prune_ms :
-		last_prune_ms + jobflow_reconcile_ms;
+	/* a full batch says more are waiting: come back soon, within the share */
+	now_ms = jf_now_ms();
+	took_us = GetCurrentTimestamp() - start;
+	due_ms = tasks >= jobflow_prune_batch_size ?
+		now_ms + Max((int64) 1, ((PRUNE_SHARE - 1) * took_us + 999) / 1000) :
+		now_ms + jobflow_reconcile_ms;
 }
