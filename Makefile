@@ -33,6 +33,7 @@ OBJS = \
 	src/cron_sql.o \
 	src/tenant_api.o \
 	src/prune.o \
+	src/metrics.o \
 	src/fault.o
 
 REGRESS = schedule validation lifecycle cron

@@ -328,6 +328,46 @@ REVOKE ALL ON FUNCTION jobflow._task_log_cascade() FROM PUBLIC;
 REVOKE ALL ON FUNCTION jobflow.prune(interval) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobflow.prune(interval) TO jobflow_admin;
 
+/* ----------------------------------------------------------------------
+ * issue 10, item 4: metrics
+ *
+ * The worker keeps histograms and counters in shared memory (metrics.c):
+ * jobflow.metrics() shows them in the Prometheus text format, the view
+ * jobflow.stats as rows for psql.  jobflow_monitor may read them and
+ * worker_status(), and nothing with task contents (no SELECT on any
+ * table); members of pg_monitor have it.
+ * ---------------------------------------------------------------------- */
+CREATE FUNCTION jobflow.metrics()
+RETURNS text
+AS 'MODULE_PATHNAME', 'jobflow_metrics'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION jobflow._stats(
+	OUT metric text, OUT labels text, OUT value double precision, OUT description text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'jobflow_stats'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE VIEW jobflow.stats AS
+SELECT s.metric, s.labels, s.value, s.description FROM jobflow._stats() s;
+
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'jobflow_monitor') THEN
+		CREATE ROLE jobflow_monitor NOLOGIN;
+	END IF;
+END
+$$;
+GRANT jobflow_monitor TO pg_monitor;
+
+REVOKE ALL ON FUNCTION jobflow.metrics(), jobflow._stats() FROM PUBLIC;
+REVOKE ALL ON jobflow.stats FROM PUBLIC;
+GRANT USAGE ON SCHEMA jobflow TO jobflow_monitor;
+/* a view's functions run with the reader's privileges: _stats() too */
+GRANT EXECUTE ON FUNCTION jobflow.metrics(), jobflow._stats(), jobflow.worker_status()
+	TO jobflow_monitor, jobflow_admin;
+GRANT SELECT ON jobflow.stats TO jobflow_monitor, jobflow_admin;
+
 /*
  * issue 13 (\dx+ jobflow documents its objects): comments on the types,
  * tables, views and functions.  Functions are found by name, whatever their
@@ -339,6 +379,7 @@ COMMENT ON TABLE jobflow.task_log IS 'one row per attempt of a task, with its ou
 COMMENT ON TABLE jobflow.cron_timers IS 'recurring callbacks; each occurrence becomes a task';
 COMMENT ON VIEW jobflow.cron IS 'cron timers with their last run, as their owner sees them';
 COMMENT ON VIEW jobflow.failed_tasks IS 'dead letters: failed tasks, as their owner sees them; retry() or retry_failed() runs them again';
+COMMENT ON VIEW jobflow.stats IS 'the figures of jobflow.metrics() as rows: histograms as count, sum and p50/p99 bucket bounds';
 COMMENT ON VIEW jobflow.task_import IS 'the task columns an application may set: COPY into it as an application role (COPY into jobflow.tasks is refused under row-level security)';
 DO $$
 DECLARE
@@ -370,6 +411,8 @@ BEGIN
 			('retry', 'a failed or cancelled task goes back to pending with a fresh attempt budget, due at run_at; true if it did'),
 			('_task_log_cascade', 'internal: deleting tasks deletes their log rows; truncating them truncates the log'),
 			('prune', 'delete finished tasks (and their log rows) older than older_than now; returns how many tasks; for jobflow_admin'),
+			('metrics', 'the worker''s histograms and counters in the Prometheus text exposition format'),
+			('_stats', 'internal: the figures of metrics() as rows, for the view jobflow.stats'),
 			('retry_failed', 'every failed task of a queue (or all), failed since a time (or ever), goes back to pending; returns how many')
 		  ) AS c(name, text) ON p.proname = c.name
 		 WHERE p.pronamespace = 'jobflow'::pg_catalog.regnamespace

@@ -54,7 +54,7 @@ int			jobflow_shutdown_grace_ms = 5000;
 char	   *jobflow_deny_networks = NULL;
 bool		jobflow_follow_cross_origin_redirects = false;
 int			jobflow_retention_s = 7 * 86400;
-int			jobflow_prune_batch_size = 500;
+int			jobflow_prune_batch_size = 100;
 bool		jobflow_dispatch = true;
 
 /*
@@ -335,7 +335,7 @@ jobflow_define_gucs(void)
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 	DefineCustomIntVariable("jobflow.prune_batch_size",
 							"How many finished tasks the worker prunes in one transaction.",
-							NULL, &jobflow_prune_batch_size, 500, 1, 100000,
+							NULL, &jobflow_prune_batch_size, 100, 1, 100000,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("jobflow.shutdown_grace",
 							"How long a stopping worker waits for requests in flight.",
@@ -398,6 +398,7 @@ jobflow_shmem_startup(void)
 		for (c = &jobflow_shared->horizon_end_ms;
 			 c <= &jobflow_shared->pruned_log_rows; c++)
 			pg_atomic_init_u64(c, 0);
+		jf_metrics_shmem_init(&jobflow_shared->metrics);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }

@@ -19,6 +19,8 @@
 #include "storage/spin.h"
 #include "datatype/timestamp.h"
 
+#include "metrics.h"
+
 #define JOBFLOW_VERSION "0.2.0"
 #define JOBFLOW_CHANNEL "jobflow"
 
@@ -92,6 +94,7 @@ typedef struct JobflowShared
 	pg_atomic_uint64 statements;
 	pg_atomic_uint64 pruned_tasks;	/* retention (prune.c) */
 	pg_atomic_uint64 pruned_log_rows;
+	JfMetricsShared metrics;	/* histograms and counters (metrics.c) */
 
 	/*
 	 * Wake-ups: written at commit by the transactions whose tasks the

@@ -401,7 +401,9 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		int64		deadline;
 		long		timeout;
 		long		http_timeout;
+		TimestampTz turn_start;
 
+		turn_start = GetCurrentTimestamp();
 		/* what a turn allocates outside its transactions goes with it */
 		MemoryContextReset(ws->turn_cxt);
 		MemoryContextSwitchTo(ws->turn_cxt);
@@ -452,6 +454,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		else if (!paused)
 			deadline = Min(deadline, jf_wheel_next_deadline(ws->wheel));
 		timeout = ms_until(deadline);
+		jf_metrics_observe(JF_HIST_TURN, GetCurrentTimestamp() - turn_start);
 		http_timeout = jf_http_timeout_ms(ws->http);
 		if (http_timeout >= 0 && (timeout < 0 || http_timeout < timeout))
 			timeout = http_timeout;

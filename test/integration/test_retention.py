@@ -56,7 +56,8 @@ def retention(server, db):
 
 def test_worker_prunes_in_batches(db, receiver, retention):
     """With retention 2 s and batches of 3, every finished task older
-    than 2 s goes with its log rows (four batches); a pending task stays."""
+    than 2 s goes with its log rows (four batches), counted in
+    jobflow.stats; a pending task stays."""
     old = finished_tasks(db, receiver, 10)
     assert log_rows(db, old) == 11      # the cancelled task has no log row
     url, _ = receiver.unique_url("/ok")
@@ -64,6 +65,8 @@ def test_worker_prunes_in_batches(db, receiver, retention):
     retention("jobflow.prune_batch_size", 3)
     retention("jobflow.reconcile_interval", "500ms")
     time.sleep(2)
+    pruned = "SELECT value FROM jobflow.stats WHERE metric = %s"
+    before = (one(db, pruned, ("pruned_tasks_total",)), one(db, pruned, ("pruned_log_rows_total",)))
     retention("jobflow.retention", "2s")
 
     deadline = time.time() + 20
@@ -75,6 +78,8 @@ def test_worker_prunes_in_batches(db, receiver, retention):
     assert left == 0, "%d of %d old tasks left" % (left, len(old))
     assert log_rows(db, old) == 0
     assert task_row(db, pending)["state"] == "pending"
+    assert one(db, pruned, ("pruned_tasks_total",)) - before[0] >= len(old)
+    assert one(db, pruned, ("pruned_log_rows_total",)) - before[1] >= 11
     one(db, "SELECT jobflow.cancel(%s)", (pending,))
 
 
