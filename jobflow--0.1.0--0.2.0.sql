@@ -258,7 +258,6 @@ GRANT EXECUTE ON FUNCTION jobflow.retry(bigint, timestamptz),
 REVOKE ALL ON jobflow.failed_tasks FROM PUBLIC;
 GRANT SELECT ON jobflow.failed_tasks TO jobflow_user, jobflow_admin;
 
-COMMENT ON COLUMN jobflow.tasks.attempts_base IS 'attempts made before the last retry(): max_attempts - attempts_base is the task''s budget';
 
 /* ----------------------------------------------------------------------
  * issue 10, item 1: retention
@@ -377,6 +376,31 @@ COMMENT ON TYPE jobflow.task_state IS 'pending -> running -> succeeded | failed;
 COMMENT ON TABLE jobflow.tasks IS 'one row per HTTP callback: the truth the worker fires from';
 COMMENT ON TABLE jobflow.task_log IS 'one row per attempt of a task, with its outcome';
 COMMENT ON TABLE jobflow.cron_timers IS 'recurring callbacks; each occurrence becomes a task';
+COMMENT ON COLUMN jobflow.tasks.attempts_base IS 'attempts made before the last retry(): max_attempts - attempts_base is the task''s budget';
+COMMENT ON COLUMN jobflow.tasks.run_at IS 'when the task is due (for a retry, when the next attempt is due)';
+COMMENT ON COLUMN jobflow.tasks.attempts IS 'attempts made so far, counting the one running; never goes back';
+COMMENT ON COLUMN jobflow.tasks.max_attempts IS 'the task fails for good once attempts reaches this; retry() raises it by the task''s budget';
+COMMENT ON COLUMN jobflow.tasks.timeout_ms IS 'limit of one attempt, connection to last byte, in milliseconds';
+COMMENT ON COLUMN jobflow.tasks.queue IS 'a name for grouping tasks (failed_tasks, retry_failed)';
+COMMENT ON COLUMN jobflow.tasks.owner IS 'the role that scheduled the task; row-level security and the fair share go by it';
+COMMENT ON COLUMN jobflow.tasks.updated_at IS 'last change of the row: for a finished task, when it finished (retention counts from it)';
+COMMENT ON COLUMN jobflow.tasks.last_status IS 'HTTP status of the last answer, if any';
+COMMENT ON COLUMN jobflow.tasks.last_error IS 'why the last attempt did not succeed, or why the task was cancelled';
+COMMENT ON COLUMN jobflow.tasks.cron_id IS 'the cron timer that made this task, if any';
+COMMENT ON COLUMN jobflow.tasks.cron_at IS 'the occurrence of that timer this task stands for';
+COMMENT ON COLUMN jobflow.task_log.attempt IS 'attempt number, as sent in X-Jobflow-Attempt';
+COMMENT ON COLUMN jobflow.task_log.owner IS 'the task''s owner, copied so that row-level security needs no join';
+COMMENT ON COLUMN jobflow.task_log.scheduled_at IS 'when the attempt was due';
+COMMENT ON COLUMN jobflow.task_log.started_at IS 'when the request started (NULL if it never did)';
+COMMENT ON COLUMN jobflow.task_log.outcome IS 'succeeded, retry, failed or interrupted';
+COMMENT ON COLUMN jobflow.task_log.response IS 'the start of the response body, up to jobflow.max_response_size';
+COMMENT ON COLUMN jobflow.cron_timers.schedule IS 'cron expression (5 fields, or 6 with seconds first) or every N seconds|minutes|hours|days';
+COMMENT ON COLUMN jobflow.cron_timers.timezone IS 'time zone the schedule is read in';
+COMMENT ON COLUMN jobflow.cron_timers.missed IS 'occurrences missed while the server was down: skip them, or fire once';
+COMMENT ON COLUMN jobflow.cron_timers.next_at IS 'first occurrence not yet made into a task; NULL while inactive';
+COMMENT ON COLUMN jobflow.failed_tasks.failed_at IS 'when the task failed for good';
+COMMENT ON COLUMN jobflow.stats.metric IS 'name of the figure, as in jobflow.metrics() without the jobflow_ prefix';
+COMMENT ON COLUMN jobflow.stats.labels IS 'Prometheus labels of the figure, if any';
 COMMENT ON VIEW jobflow.cron IS 'cron timers with their last run, as their owner sees them';
 COMMENT ON VIEW jobflow.failed_tasks IS 'dead letters: failed tasks, as their owner sees them; retry() or retry_failed() runs them again';
 COMMENT ON VIEW jobflow.stats IS 'the figures of jobflow.metrics() as rows: histograms as count, sum and p50/p99 bucket bounds';
