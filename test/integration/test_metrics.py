@@ -105,7 +105,10 @@ def test_stats_view_has_the_same_figures(db, receiver):
         value(fams, "jobflow_outcomes", "jobflow_outcomes_total", **{"class": "2xx"})
     assert rows[("lateness_seconds_count", None)] == \
         value(fams, "jobflow_lateness_seconds", "jobflow_lateness_seconds_count")
-    assert 0 < rows[("lateness_seconds_p99", None)] <= 300
+    # a bucket bound (infinity when an earlier test left tasks over 5 min late)
+    assert rows[("lateness_seconds_p99", None)] in (
+        0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300,
+        float("inf"))
     assert all(r["description"] for r in query(db, "SELECT description FROM jobflow.stats"))
 
 
