@@ -52,6 +52,14 @@ def pct(values, p):
     return values[min(len(values) - 1, int(round(p / 100.0 * (len(values) - 1))))]
 
 
+def worker_cpu_s(conn):
+    """CPU seconds (user + system) the jobflow worker has used."""
+    pid = one(conn, "SELECT pid FROM jobflow.worker_status()")[0]
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def phase(conn, name, retention_s):
     """One run of the load; returns the per-window p99s and last sizes."""
     print("\n== %s: %d callbacks/s for %d s, jobflow.retention = %d s"
@@ -71,6 +79,8 @@ def phase(conn, name, retention_s):
     next_sample = start + WINDOW
     p99s = []
     sizes = None
+    cpu0 = worker_cpu_s(conn)
+    fired0 = one(conn, "SELECT fired FROM jobflow.worker_status()")[0]
     with conn.cursor() as cur:
         while True:
             now = time.time()
@@ -106,6 +116,10 @@ def phase(conn, name, retention_s):
                 sizes = (tbytes, lbytes)
                 next_sample += WINDOW
             time.sleep(max(0.0, min(next_insert, next_sample) - time.time()))
+    fired = one(conn, "SELECT fired FROM jobflow.worker_status()")[0] - fired0
+    cpu = worker_cpu_s(conn) - cpu0
+    print("worker CPU (metrics on): %.2f s for %d callbacks, %.0f us a callback"
+          % (cpu, fired, cpu * 1e6 / max(fired, 1)))
     return p99s, sizes
 
 

@@ -8,7 +8,8 @@
 # pruned), then with a short retention (RETENTION_KEEP, default 20 s) so
 # that the worker prunes as fast as tasks finish.  Every 5 s it prints the
 # sizes of jobflow.tasks and jobflow.task_log and the lateness (request
-# start - due, from task_log) of the callbacks of those 5 s.  Last, it
+# start - due, from task_log) of the callbacks of those 5 s, and after each
+# run the worker's CPU time per callback (metrics on).  Last, it
 # compares the cost of removing one partition's worth of log rows by the
 # worker's batched DELETE with dropping a time partition of the same rows.
 #
