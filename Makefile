@@ -33,6 +33,8 @@ OBJS = \
 	src/cron_sql.o \
 	src/tenant_api.o \
 	src/signing.o \
+	src/prune.o \
+	src/metrics.o \
 	src/fault.o
 
 REGRESS = schedule validation lifecycle cron

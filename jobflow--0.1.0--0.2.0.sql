@@ -365,7 +365,8 @@ CREATE FUNCTION jobflow._replace_task(id bigint, url text, run_at timestamptz,
 	timeout_ms integer, max_attempts integer, queue text, body_bytes bytea)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'jobflow_replace_task'
-LANGUAGE C VOLATILE;
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION jobflow._replace_task(bigint, text, timestamptz, text, text,
 	jsonb, text, integer, integer, text, bytea) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION jobflow._replace_task(bigint, text, timestamptz, text, text,
@@ -531,14 +532,16 @@ CREATE FUNCTION jobflow.create_signing_secret(
 	grace interval DEFAULT '24 hours')
 RETURNS text
 AS 'MODULE_PATHNAME', 'jobflow_create_signing_secret'
-LANGUAGE C VOLATILE;
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION jobflow.revoke_signing_secret(
 	for_role regrole DEFAULT NULL,
 	only_previous boolean DEFAULT false)
 RETURNS integer
 AS 'MODULE_PATHNAME', 'jobflow_revoke_signing_secret'
-LANGUAGE C VOLATILE;
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION jobflow._webhook_signature(secret text, msg_id text, ts bigint, body bytea)
 RETURNS text
@@ -587,12 +590,14 @@ GRANT SELECT ON jobflow.secret_names TO jobflow_user, jobflow_admin;
 CREATE FUNCTION jobflow.set_secret(name text, value text, for_role regrole DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'jobflow_set_secret'
-LANGUAGE C VOLATILE;
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION jobflow.drop_secret(name text, for_role regrole DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'jobflow_drop_secret'
-LANGUAGE C VOLATILE;
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
 
 REVOKE ALL ON FUNCTION
 	jobflow.set_secret(text, text, regrole),
@@ -603,21 +608,200 @@ GRANT EXECUTE ON FUNCTION
 	jobflow.drop_secret(text, regrole)
 	TO jobflow_user, jobflow_admin;
 
+/* ----------------------------------------------------------------------
+ * issue 10, item 2: redrive and dead letters
+ *
+ * A failed or cancelled task can go back to pending with a fresh attempt
+ * budget (the row trigger allows that move and computes the budget; see
+ * attempts_base).  Tenants may update pending rows only (row-level
+ * security), so retry() and retry_failed() check as the caller, under
+ * row-level security, and update as the table's owner (tenant_api.c).
+ * ---------------------------------------------------------------------- */
+ALTER TABLE jobflow.tasks ADD COLUMN attempts_base integer NOT NULL DEFAULT 0;
+
+CREATE FUNCTION jobflow.retry(id bigint, run_at timestamptz DEFAULT pg_catalog.now())
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'jobflow_retry'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION jobflow.retry_failed(queue text DEFAULT NULL, since timestamptz DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'jobflow_retry_failed'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+/* Finished tasks by the time they finished: dead letters, and pruning. */
+CREATE INDEX tasks_finished_at ON jobflow.tasks (updated_at)
+	WHERE state IN ('succeeded', 'failed', 'cancelled');
+
+CREATE VIEW jobflow.failed_tasks WITH (security_invoker = true) AS
+SELECT t.id, t.queue, t.url, t.attempts, t.last_status, t.last_error,
+	   t.updated_at AS failed_at
+  FROM jobflow.tasks t
+ WHERE t.state = 'failed';
+
+REVOKE ALL ON FUNCTION jobflow.retry(bigint, timestamptz),
+	jobflow.retry_failed(text, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow.retry(bigint, timestamptz),
+	jobflow.retry_failed(text, timestamptz) TO jobflow_user, jobflow_admin;
+REVOKE ALL ON jobflow.failed_tasks FROM PUBLIC;
+GRANT SELECT ON jobflow.failed_tasks TO jobflow_user, jobflow_admin;
+
+
+/* ----------------------------------------------------------------------
+ * issue 10, item 1: retention
+ *
+ * The worker prunes finished tasks older than jobflow.retention in small
+ * batches (prune.c), oldest first through tasks_finished_at (above).  A
+ * task and its log rows always go together, whoever deletes: a statement
+ * trigger removes the log rows of the tasks a DELETE removed (one join per
+ * statement over its transition table; a foreign key would instead cost a
+ * lookup and a row lock on the task for every log row the worker writes),
+ * and a TRUNCATE of tasks truncates the log.  SECURITY DEFINER: whoever
+ * may delete tasks may delete their log rows.
+ * ---------------------------------------------------------------------- */
+CREATE FUNCTION jobflow._task_log_cascade()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF TG_OP = 'TRUNCATE' THEN
+		TRUNCATE jobflow.task_log;
+	ELSE
+		DELETE FROM jobflow.task_log l USING gone_tasks g WHERE l.task_id = g.id;
+	END IF;
+	RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER task_log_cascade
+	AFTER DELETE ON jobflow.tasks
+	REFERENCING OLD TABLE AS gone_tasks
+	FOR EACH STATEMENT EXECUTE FUNCTION jobflow._task_log_cascade();
+
+CREATE TRIGGER task_log_truncate
+	AFTER TRUNCATE ON jobflow.tasks
+	FOR EACH STATEMENT EXECUTE FUNCTION jobflow._task_log_cascade();
+
+/* Prune now, for administrators: the worker's rule with another age. */
+CREATE FUNCTION jobflow.prune(older_than interval)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	n bigint;
+BEGIN
+	IF prune.older_than IS NULL THEN
+		RAISE EXCEPTION 'older_than must not be null'
+			USING ERRCODE = 'null_value_not_allowed',
+				  HINT = 'Give an age, e.g. interval ''7 days''; interval ''0'' prunes every finished task.';
+	END IF;
+	IF prune.older_than < interval '0' THEN
+		RAISE EXCEPTION 'older_than must not be negative'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	DELETE FROM jobflow.tasks t
+	 WHERE t.state IN ('succeeded', 'failed', 'cancelled')
+	   AND t.updated_at < pg_catalog.now() - prune.older_than;
+	GET DIAGNOSTICS n = ROW_COUNT;
+	RETURN n;
+END
+$$;
+
+REVOKE ALL ON FUNCTION jobflow._task_log_cascade() FROM PUBLIC;
+REVOKE ALL ON FUNCTION jobflow.prune(interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow.prune(interval) TO jobflow_admin;
+
+/* ----------------------------------------------------------------------
+ * issue 10, item 4: metrics
+ *
+ * The worker keeps histograms and counters in shared memory (metrics.c):
+ * jobflow.metrics() shows them in the Prometheus text format, the view
+ * jobflow.stats as rows for psql.  jobflow_monitor may read them and
+ * worker_status(), and nothing with task contents (no SELECT on any
+ * table); members of pg_monitor have it.
+ * ---------------------------------------------------------------------- */
+CREATE FUNCTION jobflow.metrics()
+RETURNS text
+AS 'MODULE_PATHNAME', 'jobflow_metrics'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE FUNCTION jobflow._stats(
+	OUT metric text, OUT labels text, OUT value double precision, OUT description text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'jobflow_stats'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE VIEW jobflow.stats AS
+SELECT s.metric, s.labels, s.value, s.description FROM jobflow._stats() s;
+
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'jobflow_monitor') THEN
+		CREATE ROLE jobflow_monitor NOLOGIN;
+	END IF;
+END
+$$;
+GRANT jobflow_monitor TO pg_monitor;
+
+REVOKE ALL ON FUNCTION jobflow.metrics(), jobflow._stats() FROM PUBLIC;
+REVOKE ALL ON jobflow.stats FROM PUBLIC;
+GRANT USAGE ON SCHEMA jobflow TO jobflow_monitor;
+/* a view's functions run with the reader's privileges: _stats() too */
+GRANT EXECUTE ON FUNCTION jobflow.metrics(), jobflow._stats(), jobflow.worker_status()
+	TO jobflow_monitor, jobflow_admin;
+GRANT SELECT ON jobflow.stats TO jobflow_monitor, jobflow_admin;
+
 /*
  * issue 13 (\dx+ jobflow documents its objects): comments on the types,
  * tables, views and functions.  Functions are found by name, whatever their
  * argument lists.  Keep this section last, and add every new object to it.
  */
-COMMENT ON TYPE jobflow.task_state IS 'pending -> running -> succeeded | failed; pending -> cancelled';
+COMMENT ON TYPE jobflow.task_state IS 'pending -> running -> succeeded | failed; pending -> cancelled; failed | cancelled -> pending (retry)';
 COMMENT ON TABLE jobflow.tasks IS 'one row per HTTP callback: the truth the worker fires from';
 COMMENT ON TABLE jobflow.task_log IS 'one row per attempt of a task, with its outcome';
 COMMENT ON TABLE jobflow.cron_timers IS 'recurring callbacks; each occurrence becomes a task';
+COMMENT ON COLUMN jobflow.tasks.attempts_base IS 'attempts made before the last retry(): max_attempts - attempts_base is the task''s budget';
+COMMENT ON COLUMN jobflow.tasks.run_at IS 'when the task is due (for a retry, when the next attempt is due)';
+COMMENT ON COLUMN jobflow.tasks.attempts IS 'attempts made so far, counting the one running; never goes back';
+COMMENT ON COLUMN jobflow.tasks.max_attempts IS 'the task fails for good once attempts reaches this; retry() raises it by the task''s budget';
+COMMENT ON COLUMN jobflow.tasks.timeout_ms IS 'limit of one attempt, connection to last byte, in milliseconds';
+COMMENT ON COLUMN jobflow.tasks.queue IS 'a name for grouping tasks (failed_tasks, retry_failed)';
+COMMENT ON COLUMN jobflow.tasks.owner IS 'the role that scheduled the task; row-level security and the fair share go by it';
+COMMENT ON COLUMN jobflow.tasks.updated_at IS 'last change of the row: for a finished task, when it finished (retention counts from it)';
+COMMENT ON COLUMN jobflow.tasks.last_status IS 'HTTP status of the last answer, if any';
+COMMENT ON COLUMN jobflow.tasks.last_error IS 'why the last attempt did not succeed, or why the task was cancelled';
+COMMENT ON COLUMN jobflow.tasks.cron_id IS 'the cron timer that made this task, if any';
+COMMENT ON COLUMN jobflow.tasks.cron_at IS 'the occurrence of that timer this task stands for';
+COMMENT ON COLUMN jobflow.task_log.attempt IS 'attempt number, as sent in X-Jobflow-Attempt';
+COMMENT ON COLUMN jobflow.task_log.owner IS 'the task''s owner, copied so that row-level security needs no join';
+COMMENT ON COLUMN jobflow.task_log.scheduled_at IS 'when the attempt was due';
+COMMENT ON COLUMN jobflow.task_log.started_at IS 'when the request started (NULL if it never did)';
+COMMENT ON COLUMN jobflow.task_log.outcome IS 'succeeded, retry, failed or interrupted';
+COMMENT ON COLUMN jobflow.task_log.response IS 'the start of the response body, up to jobflow.max_response_size';
+COMMENT ON COLUMN jobflow.cron_timers.schedule IS 'cron expression (5 fields, or 6 with seconds first) or every N seconds|minutes|hours|days';
+COMMENT ON COLUMN jobflow.cron_timers.timezone IS 'time zone the schedule is read in';
+COMMENT ON COLUMN jobflow.cron_timers.missed IS 'occurrences missed while the server was down: skip them, or fire once';
+COMMENT ON COLUMN jobflow.cron_timers.next_at IS 'first occurrence not yet made into a task; NULL while inactive';
+COMMENT ON COLUMN jobflow.failed_tasks.failed_at IS 'when the task failed for good';
+COMMENT ON COLUMN jobflow.stats.metric IS 'name of the figure, as in jobflow.metrics() without the jobflow_ prefix';
+COMMENT ON COLUMN jobflow.stats.labels IS 'Prometheus labels of the figure, if any';
 COMMENT ON VIEW jobflow.cron IS 'cron timers with their last run, as their owner sees them';
+<<<<<<< HEAD
 COMMENT ON TABLE jobflow.installation IS 'this incarnation of the extension: the token in every webhook-id (the oldest row is in use)';
 COMMENT ON TABLE jobflow.signing_secrets IS 'Standard Webhooks signing keys per role; readable by its owner only';
 COMMENT ON VIEW jobflow.signing_keys IS 'the signing secrets a role has, without their values';
 COMMENT ON TABLE jobflow.secrets IS 'named secrets that header values refer to ({"secret": "name"}); readable by its owner only';
 COMMENT ON VIEW jobflow.secret_names IS 'the secrets a role has, without their values';
+=======
+COMMENT ON VIEW jobflow.failed_tasks IS 'dead letters: failed tasks, as their owner sees them; retry() or retry_failed() runs them again';
+COMMENT ON VIEW jobflow.stats IS 'the figures of jobflow.metrics() as rows: histograms as count, sum and p50/p99 bucket bounds';
+>>>>>>> ops
 COMMENT ON VIEW jobflow.task_import IS 'the task columns an application may set: COPY into it as an application role (COPY into jobflow.tasks is refused under row-level security)';
 DO $$
 DECLARE
@@ -646,6 +830,7 @@ BEGIN
 			('wakeups', 'wake-ups published at commit since the server started: id ranges and timer changes'),
 			('_task_import', 'internal: inserts each row written to jobflow.task_import as a task'),
 			('_cron_sync_occurrences', 'internal: a changed or deleted timer cancels its pending occurrences'),
+<<<<<<< HEAD
 			('create_signing_secret', 'new Standard Webhooks secret for a role, shown once; the previous ones sign beside it for the grace period'),
 			('revoke_signing_secret', 'remove a role''s signing secrets (or only the previous ones)'),
 			('_webhook_signature', 'internal: the v1 signature of a message, for checking against the specification'),
@@ -653,6 +838,14 @@ BEGIN
 			('set_secret', 'store or replace a secret that header values refer to as {"secret": "name"}'),
 			('drop_secret', 'drop a secret no unfinished task or cron timer refers to'),
 			('_replace_task', 'internal: writes the new request of a pending task, for schedule(on_duplicate => ''replace'')')
+=======
+			('retry', 'a failed or cancelled task goes back to pending with a fresh attempt budget, due at run_at; true if it did'),
+			('_task_log_cascade', 'internal: deleting tasks deletes their log rows; truncating them truncates the log'),
+			('prune', 'delete finished tasks (and their log rows) older than older_than now; returns how many tasks; for jobflow_admin'),
+			('metrics', 'the worker''s histograms and counters in the Prometheus text exposition format'),
+			('_stats', 'internal: the figures of metrics() as rows, for the view jobflow.stats'),
+			('retry_failed', 'every failed task of a queue (or all), failed since a time (or ever), goes back to pending; returns how many')
+>>>>>>> ops
 		  ) AS c(name, text) ON p.proname = c.name
 		 WHERE p.pronamespace = 'jobflow'::pg_catalog.regnamespace
 	LOOP

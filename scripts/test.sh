@@ -132,7 +132,7 @@ test_server() {
 	trap - EXIT
 }
 
-ensure_packages
+ensure_packages prometheus-postgres-exporter python3-prometheus-client
 PORT=${JOBFLOW_TEST_PORT:-54329}
 if [ -n "$EXPLICIT_PG_CONFIG" ]; then
 	test_server "pg$("$EXPLICIT_PG_CONFIG" --version | sed 's/[^0-9]*\([0-9]*\).*/\1/')" "$EXPLICIT_PG_CONFIG" "$PORT"

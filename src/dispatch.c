@@ -370,6 +370,7 @@ handle_unclaimed(WorkerState *ws, JfFairPick *picks, int n, bool *claimed,
 static int
 claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 {
+	TimestampTz claim_start;
 	Datum		values[2];
 	Oid			types[2] = {INT8ARRAYOID, TIMESTAMPTZOID};
 	int			ret;
@@ -433,9 +434,11 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 		ids[k] = Int64GetDatum((int64) picks[k].id);
 	values[0] = PointerGetDatum(construct_array(ids, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	values[1] = TimestampTzGetDatum(jf_ms_to_ts(now_ms));
+	claim_start = GetCurrentTimestamp();
 	ret = SPI_execute_plan(claim_plan, values, NULL, false, 0);
 	if (ret != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "claim statement failed: %s", SPI_result_code_string(ret));
+	jf_metrics_observe(JF_HIST_CLAIM, GetCurrentTimestamp() - claim_start);
 	worker_count_statement(1);
 	jf_fault("claim");
 	nclaimed = (int) SPI_processed;
@@ -709,6 +712,8 @@ record_result(WorkerState *ws, JfHttpResult *r)
 	row.scheduled_at = e->task.scheduled_at;
 	row.started_at = jf_ms_to_ts(r->started_at_ms);
 	row.finished_at = jf_ms_to_ts(r->finished_at_ms);
+	jf_metrics_observe(JF_HIST_LATENESS, row.started_at - row.scheduled_at);
+	jf_metrics_outcome(r->error_kind, r->http_status);
 	row.http_status = r->http_status;
 	row.response = r->body;
 	row.response_len = r->body_len;

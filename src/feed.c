@@ -462,6 +462,7 @@ materialize_cron(WorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "loading materialised cron occurrences failed: %s",
 			 SPI_result_code_string(ret));
+	jf_metrics_count(JF_COUNT_CRON, SPI_processed);
 	for (i = 0; i < SPI_processed; i++)
 		load_tuple(ws, SPI_tuptable->vals[i], SPI_tuptable->tupdesc, now_ms);
 	SPI_freetuptable(SPI_tuptable);
@@ -708,6 +709,7 @@ feed_housekeeping(WorkerState *ws, int64 now_ms)
 
 	jf_xact_begin("jobflow: load tasks within the horizon");
 	jf_fault("housekeeping");
+	jf_metrics_count(JF_COUNT_RESCANS, 1);
 	materialize_cron(ws, now_ms, new_until, ws->loaded_until_ms == PG_INT64_MIN);
 	values[0] = TimestampTzGetDatum(jf_ms_to_ts(new_until));
 	if (ws->loaded_until_ms == PG_INT64_MIN)

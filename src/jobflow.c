@@ -53,6 +53,8 @@ int			jobflow_reconcile_ms = 5000;
 int			jobflow_shutdown_grace_ms = 5000;
 char	   *jobflow_deny_networks = NULL;
 bool		jobflow_follow_cross_origin_redirects = false;
+int			jobflow_retention_s = 7 * 86400;
+int			jobflow_prune_batch_size = 100;
 bool		jobflow_dispatch = true;
 
 /*
@@ -326,6 +328,15 @@ jobflow_define_gucs(void)
 							"At most a third of jobflow.horizon.",
 							&guc_reconcile_ms, 5000, 100, 3600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, assign_reconcile_ms, NULL);
+	DefineCustomIntVariable("jobflow.retention",
+							"How long finished tasks and their log rows are kept.",
+							"Succeeded, failed and cancelled tasks older than this are pruned by the worker; 0 keeps everything.",
+							&jobflow_retention_s, 7 * 86400, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("jobflow.prune_batch_size",
+							"How many finished tasks the worker prunes in one transaction.",
+							NULL, &jobflow_prune_batch_size, 100, 1, 100000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("jobflow.shutdown_grace",
 							"How long a stopping worker waits for requests in flight.",
 							NULL, &jobflow_shutdown_grace_ms, 5000, 0, 600 * 1000,
@@ -385,8 +396,9 @@ jobflow_shmem_startup(void)
 		pg_atomic_init_u64(&jobflow_shared->wake_ranges, 0);
 		pg_atomic_init_u64(&jobflow_shared->wake_timers, 0);
 		for (c = &jobflow_shared->horizon_end_ms;
-			 c <= &jobflow_shared->statements; c++)
+			 c <= &jobflow_shared->pruned_log_rows; c++)
 			pg_atomic_init_u64(c, 0);
+		jf_metrics_shmem_init(&jobflow_shared->metrics);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }

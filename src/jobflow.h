@@ -19,6 +19,8 @@
 #include "storage/spin.h"
 #include "datatype/timestamp.h"
 
+#include "metrics.h"
+
 #define JOBFLOW_VERSION "0.2.0"
 #define JOBFLOW_CHANNEL "jobflow"
 
@@ -41,6 +43,8 @@ extern int	jobflow_reconcile_ms;
 extern int	jobflow_shutdown_grace_ms;
 extern char *jobflow_deny_networks;
 extern bool jobflow_follow_cross_origin_redirects;
+extern int	jobflow_retention_s;
+extern int	jobflow_prune_batch_size;
 
 /*
  * jobflow_max_per_host, jobflow_log_flush_ms, jobflow_retry_base_ms and
@@ -88,6 +92,9 @@ typedef struct JobflowShared
 	pg_atomic_uint64 flushes;
 	pg_atomic_uint64 flushed_rows;
 	pg_atomic_uint64 statements;
+	pg_atomic_uint64 pruned_tasks;	/* retention (prune.c) */
+	pg_atomic_uint64 pruned_log_rows;
+	JfMetricsShared metrics;	/* histograms and counters (metrics.c) */
 
 	/*
 	 * Wake-ups: written at commit by the transactions whose tasks the

@@ -391,6 +391,7 @@ log_writer_forget_orphans(int n)
 void
 log_writer_flush(void)
 {
+	TimestampTz flush_start;
 	int			i;
 	uint64		written = nrows;
 	int64	   *failed;
@@ -398,6 +399,7 @@ log_writer_flush(void)
 
 	if (nrows == 0)
 		return;
+	flush_start = GetCurrentTimestamp();
 	jf_xact_begin("jobflow: write outcomes");
 	if (update_plan == NULL)
 		prepare_plans();
@@ -421,6 +423,7 @@ log_writer_flush(void)
 	}
 	jf_fault("flush");
 	jf_xact_commit();
+	jf_metrics_observe(JF_HIST_FLUSH, GetCurrentTimestamp() - flush_start);
 
 	/*
 	 * Written: forget the rows before anything else can fail, or an ERROR

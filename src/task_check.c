@@ -65,6 +65,8 @@ typedef struct TaskColumns
 	int			queue;
 	int			owner;
 	int			updated_at;
+	int			attempts;		/* tasks only */
+	int			attempts_base;	/* tasks only; 0 under a 0.1.0 schema */
 } TaskColumns;
 
 static const char *const http_methods[] = {
@@ -94,8 +96,10 @@ static void check_headers(Jsonb *headers, const char *content_type,
 static void check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 					   bool is_insert, Datum *repl, bool *repl_null, bool *replace);
 static const char *state_name(Datum state);
-static void check_transition(HeapTuple oldtup, HeapTuple newtup,
+static bool check_transition(HeapTuple oldtup, HeapTuple newtup,
 							 TupleDesc desc, TaskColumns *cols);
+static void redrive(HeapTuple oldtup, TupleDesc desc, TaskColumns *cols,
+					Datum *repl, bool *replace);
 
 /*
  * The trigger functions read columns by name and keep per-relation state:
@@ -195,6 +199,8 @@ lookup_columns(Relation rel, TaskColumns *cols)
 		cached_relid = InvalidOid;
 		lookup_request_columns(desc, &cached, false);
 		cached.id = column_number(desc, "id");
+		cached.attempts = column_number(desc, "attempts");
+		cached.attempts_base = Max(SPI_fnumber(desc, "attempts_base"), 0);
 		cached_relid = RelationGetRelid(rel);
 		cached_natts = desc->natts;
 	}
@@ -770,11 +776,15 @@ state_name(Datum state)
 }
 
 /*
- * The state machine of jobflow--0.1.0.sql.  Moves into and out of running
- * belong to the worker: a role that could mark its own task succeeded could
- * hide a callback that never happened.
+ * The state machine of jobflow--0.1.0.sql, plus the redrive of 0.2.0.
+ * Moves into and out of running belong to the worker: a role that could
+ * mark its own task succeeded could hide a callback that never happened.
+ * A failed or cancelled task may go back to pending (a redrive, returns
+ * true): who may do that is decided by row-level security, which lets
+ * tenants update pending rows only, so they redrive through
+ * jobflow.retry().  A succeeded task is never sent again.
  */
-static void
+static bool
 check_transition(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc,
 				 TaskColumns *cols)
 {
@@ -785,15 +795,23 @@ check_transition(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc,
 	int64		id = DatumGetInt64(get_column(newtup, desc, column_number(desc, "id"), &isnull));
 
 	if (strcmp(from, to) == 0 && strcmp(from, "pending") == 0)
-		return;
-	if (strcmp(from, "succeeded") == 0 || strcmp(from, "failed") == 0 ||
-		strcmp(from, "cancelled") == 0)
+		return false;
+	if ((strcmp(from, "failed") == 0 || strcmp(from, "cancelled") == 0) &&
+		strcmp(to, "pending") == 0 && cols->attempts_base > 0)
+		return true;
+	if (strcmp(from, "succeeded") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("task %lld is already %s", (long long) id, from),
-				 errdetail("Succeeded, failed and cancelled tasks cannot change.")));
+				 errdetail("Succeeded tasks cannot change.")));
+	if (strcmp(from, "failed") == 0 || strcmp(from, "cancelled") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("task %lld is already %s", (long long) id, from),
+				 errdetail("Failed and cancelled tasks can only go back to pending."),
+				 errhint("Use jobflow.retry() to run the task again.")));
 	if (strcmp(from, "pending") == 0 && strcmp(to, "cancelled") == 0)
-		return;
+		return false;
 	if ((strcmp(from, "pending") == 0 && strcmp(to, "running") == 0) ||
 		(strcmp(from, "running") == 0 &&
 		 (strcmp(to, "succeeded") == 0 || strcmp(to, "failed") == 0 ||
@@ -804,12 +822,41 @@ check_transition(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("only the jobflow worker can move task %lld from %s to %s",
 							(long long) id, from, to)));
-		return;
+		return false;
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("task %lld cannot move from %s to %s", (long long) id, from, to),
 			 errhint("A pending task can be cancelled or rescheduled.")));
+	return false;				/* keep compiler quiet */
+}
+
+/*
+ * A redriven task gets a fresh attempt budget: the attempts it was given
+ * last time (max_attempts - attempts_base) counted from the attempts it
+ * has made.  attempts itself never goes back, so attempt numbers in
+ * task_log and X-Jobflow-Attempt keep increasing and never repeat, and
+ * the worker's absolute test (attempts against max_attempts) needs no
+ * change.
+ */
+static void
+redrive(HeapTuple oldtup, TupleDesc desc, TaskColumns *cols,
+		Datum *repl, bool *replace)
+{
+	bool		isnull;
+	int32		attempts = DatumGetInt32(get_column(oldtup, desc, cols->attempts, &isnull));
+	int32		max_attempts = DatumGetInt32(get_column(oldtup, desc, cols->max_attempts, &isnull));
+	int32		base = DatumGetInt32(get_column(oldtup, desc, cols->attempts_base, &isnull));
+	int32		budget = Max(max_attempts - base, 1);
+
+	if (attempts > PG_INT32_MAX - budget)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("task has made too many attempts to be retried")));
+	repl[cols->max_attempts - 1] = Int32GetDatum(attempts + budget);
+	replace[cols->max_attempts - 1] = true;
+	repl[cols->attempts_base - 1] = Int32GetDatum(attempts);
+	replace[cols->attempts_base - 1] = true;
 }
 
 /*
@@ -949,7 +996,8 @@ jobflow_task_check(PG_FUNCTION_ARGS)
 
 	if (!is_insert)
 	{
-		check_transition(trigdata->tg_trigtuple, tuple, desc, &cols);
+		if (check_transition(trigdata->tg_trigtuple, tuple, desc, &cols))
+			redrive(trigdata->tg_trigtuple, desc, &cols, repl, replace);
 		repl[cols.updated_at - 1] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 		replace[cols.updated_at - 1] = true;
 	}

@@ -12,6 +12,10 @@
  * Replacing the request of a keyed task (schedule(..., on_duplicate =>
  * 'replace')) works the same way: tenants may update only a task's state
  * and run_at themselves.
+ * Redriving a failed or cancelled task (retry, retry_failed) works the
+ * same way: tenants may update pending rows only, so the caller's right to
+ * the task is checked under row-level security and the update is made as
+ * the table's owner.
  *
  *-------------------------------------------------------------------------
  */
@@ -27,6 +31,7 @@
 #include "nodes/makefuncs.h"
 #include "utils/guc.h"
 #include "utils/syscache.h"
+#include "utils/timestamp.h"
 
 #include "jobflow.h"
 
@@ -167,4 +172,129 @@ jobflow_replace_task(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	PG_RETURN_BOOL(found);
+}
+
+/*
+ * Run an UPDATE of jobflow.tasks as the table's owner, past row-level
+ * security (which lets tenants update pending rows only), after the
+ * caller's right to the rows has been checked under it.  The restricted
+ * security context keeps the owner's rights to this one statement.
+ */
+static uint64
+update_tasks_as_owner(const char *sql, int nargs, Oid *types, Datum *values,
+					  const char *nulls)
+{
+	Oid			table;
+	Oid			save_userid;
+	int			save_sec_context;
+	uint64		n;
+
+	table = RangeVarGetRelid(makeRangeVar("jobflow", "tasks", -1), NoLock, false);
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(relation_owner(table),
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	/* an error aborts the transaction, which restores the user */
+	if (SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not retry tasks");
+	n = SPI_processed;
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+	return n;
+}
+
+/* The run_at rules of reschedule(), for a redrive at a given time. */
+static void
+check_retry_time(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("run_at must not be null"),
+				 errhint("Give the time the task should run at; now() runs it at once.")));
+	if (TIMESTAMP_NOT_FINITE(PG_GETARG_TIMESTAMPTZ(argno)))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_FIELD_OVERFLOW),
+				 errmsg("run_at must be a finite timestamp")));
+}
+
+/*
+ * jobflow.retry(id bigint, run_at timestamptz DEFAULT now()) RETURNS
+ * boolean: a failed or cancelled task the caller may see (its own, one of
+ * a role it has the privileges of, or any for jobflow_admin) goes back to
+ * pending, due at run_at.  The row trigger gives it a fresh attempt
+ * budget and announces it to the worker at commit.  False when there was
+ * no such task (unknown, someone else's, pending, running or succeeded).
+ */
+PG_FUNCTION_INFO_V1(jobflow_retry);
+Datum
+jobflow_retry(PG_FUNCTION_ARGS)
+{
+	Oid			types[2] = {INT8OID, TIMESTAMPTZOID};
+	Datum		values[2];
+	bool		found;
+
+	check_retry_time(fcinfo, 1);
+	if (PG_ARGISNULL(0))
+		PG_RETURN_BOOL(false);
+	values[0] = PG_GETARG_DATUM(0);
+	values[1] = PG_GETARG_DATUM(1);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	/* as the caller: row-level security decides which tasks it may see */
+	if (SPI_execute_with_args("SELECT 1 FROM jobflow.tasks"
+							  " WHERE id = $1 AND state IN ('failed', 'cancelled')",
+							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not check the task");
+	found = SPI_processed > 0;
+	if (found)
+		found = update_tasks_as_owner("UPDATE jobflow.tasks SET state = 'pending', run_at = $2"
+									  " WHERE id = $1 AND state IN ('failed', 'cancelled')",
+									  2, types, values, NULL) > 0;
+	SPI_finish();
+	PG_RETURN_BOOL(found);
+}
+
+/*
+ * jobflow.retry_failed(queue text DEFAULT NULL, since timestamptz DEFAULT
+ * NULL) RETURNS bigint: every failed task the caller may see, of one queue
+ * or all, failed at or after since (or ever), goes back to pending, due
+ * now; returns how many.  Cancelled tasks stay: cancelling was a decision,
+ * failing was not.
+ */
+PG_FUNCTION_INFO_V1(jobflow_retry_failed);
+Datum
+jobflow_retry_failed(PG_FUNCTION_ARGS)
+{
+	Oid			types[2] = {TEXTOID, TIMESTAMPTZOID};
+	Datum		values[2];
+	char		nulls[2];
+	Oid			idtypes[1] = {INT8ARRAYOID};
+	Datum		ids[1];
+	bool		isnull;
+	uint64		n = 0;
+
+	values[0] = PG_ARGISNULL(0) ? (Datum) 0 : PG_GETARG_DATUM(0);
+	nulls[0] = PG_ARGISNULL(0) ? 'n' : ' ';
+	values[1] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
+	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	/* as the caller: row-level security decides which tasks it may see */
+	if (SPI_execute_with_args("SELECT pg_catalog.array_agg(id) FROM jobflow.tasks"
+							  " WHERE state = 'failed'"
+							  "   AND ($1 IS NULL OR queue = $1)"
+							  "   AND ($2 IS NULL OR updated_at >= $2)",
+							  2, types, values, nulls, true, 0) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not look for failed tasks");
+	ids[0] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull)
+		n = update_tasks_as_owner("UPDATE jobflow.tasks SET state = 'pending',"
+								  " run_at = pg_catalog.now()"
+								  " WHERE id = ANY($1) AND state = 'failed'",
+								  1, idtypes, ids, NULL);
+	SPI_finish();
+	PG_RETURN_INT64((int64) n);
 }

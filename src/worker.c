@@ -25,6 +25,7 @@
 
 #include "fault.h"
 #include "guard.h"
+#include "prune.h"
 
 #include <sys/resource.h>
 #ifdef __GLIBC__
@@ -400,7 +401,9 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		int64		deadline;
 		long		timeout;
 		long		http_timeout;
+		TimestampTz turn_start;
 
+		turn_start = GetCurrentTimestamp();
 		/* what a turn allocates outside its transactions goes with it */
 		MemoryContextReset(ws->turn_cxt);
 		MemoryContextSwitchTo(ws->turn_cxt);
@@ -431,6 +434,8 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 			log_writer_flush();
 		if (ws->strays_suspected)
 			dispatch_rescue_strays(ws);
+		if (jf_now_ms() >= prune_deadline())
+			prune_turn(ws);
 		worker_publish_stats(ws);
 		if (jf_http_in_flight(ws->http) + jf_http_queued(ws->http) > 0)
 			busy = true;
@@ -441,6 +446,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		}
 
 		deadline = Min(ws->next_housekeeping_ms, log_writer_deadline());
+		deadline = Min(deadline, prune_deadline());
 		if (ws->rescan_soon)
 			deadline = Min(deadline, ws->last_housekeeping_ms + RESCAN_SOON_MS);
 		if (more_due)
@@ -448,6 +454,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		else if (!paused)
 			deadline = Min(deadline, jf_wheel_next_deadline(ws->wheel));
 		timeout = ms_until(deadline);
+		jf_metrics_observe(JF_HIST_TURN, GetCurrentTimestamp() - turn_start);
 		http_timeout = jf_http_timeout_ms(ws->http);
 		if (http_timeout >= 0 && (timeout < 0 || http_timeout < timeout))
 			timeout = http_timeout;

@@ -310,10 +310,11 @@ def test_forged_wakeups_cost_no_statements(connect, db):
         spent, elapsed, quiet)
 
 
-def test_delete_timer_resolves_nothing_in_the_callers_schemas(connect, receiver, roles, db):
-    """_delete_cron_timer works as the table's owner after checking the
-    caller: an operator the caller puts first in its search_path must never
-    run with the owner's rights (nor widen what is deleted)."""
+def test_owner_functions_resolve_nothing_in_the_callers_schemas(connect, receiver, roles, db):
+    """_delete_cron_timer, retry and retry_failed work as the table's owner
+    after checking the caller: an operator the caller puts first in its
+    search_path must never run with the owner's rights (nor widen what is
+    deleted)."""
     tenant, victim = roles
     schema = "evil_" + tenant
     with db.cursor() as cur:
@@ -338,6 +339,14 @@ def test_delete_timer_resolves_nothing_in_the_callers_schemas(connect, receiver,
             cur.execute("SELECT jobflow._delete_cron_timer(id) FROM jobflow.cron_timers"
                         " WHERE name = 'mine'")
             assert cur.fetchone()[0] is True
+            # the other functions that act as the table's owner likewise
+            cur.execute("SELECT jobflow.schedule(%s, run_at => now() + interval '1 day')",
+                        (receiver.url("/ok"),))
+            task = cur.fetchone()[0]
+            cur.execute("SELECT jobflow.cancel(%s)", (task,))
+            cur.execute("SELECT jobflow.retry(%s, now() + interval '1 day')", (task,))
+            assert cur.fetchone()[0] is True
+            cur.execute("SELECT jobflow.retry_failed()")
             cur.execute("RESET search_path")
             cur.execute("RESET ROLE")
         assert query(db, "SELECT rolsuper FROM pg_roles WHERE rolname = %s",

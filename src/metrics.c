@@ -1,0 +1,352 @@
+/*-------------------------------------------------------------------------
+ *
+ * metrics.c
+ *	  What a DBA scrapes: the worker's histograms and counters, kept in
+ *	  shared memory, shown as Prometheus text by jobflow.metrics() and as
+ *	  rows by jobflow._stats() (the jobflow.stats view).
+ *
+ * The worker alone writes (one atomic add per observation, no lock); any
+ * backend reads.  A reader may see one observation counted in a bucket
+ * and not yet in the sum: the figures are monotonic counters, and a
+ * scrape a moment later is right again.  The count of a histogram is the
+ * sum of its buckets, so the +Inf bucket and _count always agree.
+ *
+ * Times are observed in microseconds and shown in seconds, as Prometheus
+ * wants; buckets are fixed (1 ms to 5 min) so that every scrape of every
+ * server can be aggregated.  No figure names a task, a URL or an owner:
+ * jobflow_monitor reads all of this and no task contents.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "jobflow.h"
+
+#include "funcapi.h"
+#include "http.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/float.h"
+#include "utils/tuplestore.h"
+
+static const double bucket_ms[JF_HIST_BUCKETS] = {
+	1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000
+};
+
+static const char *const hist_name[JF_NHIST] = {
+	"jobflow_lateness_seconds",
+	"jobflow_claim_duration_seconds",
+	"jobflow_flush_duration_seconds",
+	"jobflow_loop_turn_seconds"
+};
+
+static const char *const hist_help[JF_NHIST] = {
+	"Time from a task's due time to the start of its request.",
+	"Time the claim statement of a batch of due tasks took.",
+	"Time a flush of outcomes to jobflow.tasks and jobflow.task_log took, commit included.",
+	"Time one turn of the worker's loop took, waiting excluded."
+};
+
+static const char *const class_name[JF_NCLASS] = {
+	"2xx", "3xx", "4xx", "5xx", "timeout", "connect", "denied", "no_answer",
+	"redirect", "other"
+};
+
+/* Zero every figure; at shared memory creation. */
+void
+jf_metrics_shmem_init(JfMetricsShared *m)
+{
+	int			h;
+	int			i;
+
+	for (h = 0; h < JF_NHIST; h++)
+	{
+		for (i = 0; i <= JF_HIST_BUCKETS; i++)
+			pg_atomic_init_u64(&m->hist[h].bucket[i], 0);
+		pg_atomic_init_u64(&m->hist[h].sum_us, 0);
+	}
+	for (i = 0; i < JF_NCLASS; i++)
+		pg_atomic_init_u64(&m->outcomes[i], 0);
+	for (i = 0; i < JF_NCOUNT; i++)
+		pg_atomic_init_u64(&m->counters[i], 0);
+}
+
+/* One observation of a histogram, in microseconds (negative counts as 0). */
+void
+jf_metrics_observe(JfHistId h, int64 us)
+{
+	JfHistShared *hs = &jobflow_shared->metrics.hist[h];
+	int			i = 0;
+
+	if (us < 0)
+		us = 0;
+	while (i < JF_HIST_BUCKETS && (double) us > bucket_ms[i] * 1000.0)
+		i++;
+	pg_atomic_fetch_add_u64(&hs->bucket[i], 1);
+	pg_atomic_fetch_add_u64(&hs->sum_us, (uint64) us);
+}
+
+/* The class of a finished request: its status, or what went wrong. */
+void
+jf_metrics_outcome(int error_kind, int http_status)
+{
+	JfOutcomeClass c;
+
+	switch (error_kind)
+	{
+		case JF_HTTP_OK:
+			c = http_status >= 500 ? JF_CLASS_5XX :
+				http_status >= 400 ? JF_CLASS_4XX :
+				http_status >= 300 ? JF_CLASS_3XX :
+				http_status >= 200 ? JF_CLASS_2XX : JF_CLASS_OTHER;
+			break;
+		case JF_HTTP_TIMEOUT:
+			c = JF_CLASS_TIMEOUT;
+			break;
+		case JF_HTTP_CONNECT:
+			c = JF_CLASS_CONNECT;
+			break;
+		case JF_HTTP_INVALID:
+			c = JF_CLASS_DENIED;
+			break;
+		case JF_HTTP_NO_ANSWER:
+			c = JF_CLASS_NO_ANSWER;
+			break;
+		case JF_HTTP_REDIRECT:
+			c = JF_CLASS_REDIRECT;
+			break;
+		default:
+			c = JF_CLASS_OTHER;
+			break;
+	}
+	pg_atomic_fetch_add_u64(&jobflow_shared->metrics.outcomes[c], 1);
+}
+
+void
+jf_metrics_count(JfCounterId c, uint64 n)
+{
+	pg_atomic_fetch_add_u64(&jobflow_shared->metrics.counters[c], n);
+}
+
+/*
+ * Where the figures go: Prometheus text (text != NULL) or rows of
+ * (metric, labels, value, description) for jobflow.stats.
+ */
+typedef struct Emitter
+{
+	StringInfo	text;
+	Tuplestorestate *rows;
+	TupleDesc	desc;
+} Emitter;
+
+static void
+family(Emitter *em, const char *name, const char *type, const char *help)
+{
+	if (em->text)
+		appendStringInfo(em->text, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void
+sample(Emitter *em, const char *name, const char *labels, double value,
+	   const char *help)
+{
+	if (em->text)
+	{
+		appendStringInfoString(em->text, name);
+		if (labels)
+			appendStringInfo(em->text, "{%s}", labels);
+		if (value == (double) (int64) value)
+			appendStringInfo(em->text, " %lld\n", (long long) value);
+		else
+			appendStringInfo(em->text, " %.9g\n", value);
+	}
+	else
+	{
+		Datum		values[4];
+		bool		nulls[4] = {false, labels == NULL, false, false};
+
+		/* the view names figures without the common prefix */
+		values[0] = CStringGetTextDatum(strncmp(name, "jobflow_", 8) == 0 ? name + 8 : name);
+		values[1] = labels ? CStringGetTextDatum(labels) : (Datum) 0;
+		values[2] = Float8GetDatum(value);
+		values[3] = CStringGetTextDatum(help);
+		tuplestore_putvalues(em->rows, em->desc, values, nulls);
+	}
+}
+
+static void
+counter(Emitter *em, const char *name, uint64 value, const char *help)
+{
+	family(em, name, "counter", help);
+	sample(em, name, NULL, (double) value, help);
+}
+
+static void
+gauge(Emitter *em, const char *name, double value, const char *help)
+{
+	family(em, name, "gauge", help);
+	sample(em, name, NULL, value, help);
+}
+
+/*
+ * A histogram: cumulative buckets, sum and count in the text; count, sum
+ * and the p50/p99 bucket bounds (an upper estimate) in the rows.
+ */
+static void
+histogram(Emitter *em, JfHistId h)
+{
+	JfHistShared *hs = &jobflow_shared->metrics.hist[h];
+	uint64		counts[JF_HIST_BUCKETS + 1];
+	uint64		total = 0;
+	double		sum = (double) pg_atomic_read_u64(&hs->sum_us) / 1e6;
+	char		name[128];
+	char		labels[64];
+	int			i;
+
+	for (i = 0; i <= JF_HIST_BUCKETS; i++)
+	{
+		counts[i] = pg_atomic_read_u64(&hs->bucket[i]);
+		total += counts[i];
+	}
+	if (em->text)
+	{
+		uint64		cumulative = 0;
+
+		family(em, hist_name[h], "histogram", hist_help[h]);
+		snprintf(name, sizeof(name), "%s_bucket", hist_name[h]);
+		for (i = 0; i <= JF_HIST_BUCKETS; i++)
+		{
+			cumulative += counts[i];
+			/* whole bounds as Prometheus' clients write them: "5.0" */
+			if (i < JF_HIST_BUCKETS && bucket_ms[i] >= 1000)
+				snprintf(labels, sizeof(labels), "le=\"%.1f\"", bucket_ms[i] / 1000.0);
+			else if (i < JF_HIST_BUCKETS)
+				snprintf(labels, sizeof(labels), "le=\"%g\"", bucket_ms[i] / 1000.0);
+			else
+				snprintf(labels, sizeof(labels), "le=\"+Inf\"");
+			sample(em, name, labels, (double) cumulative, hist_help[h]);
+		}
+	}
+	else
+	{
+		static const double quantiles[2] = {0.5, 0.99};
+		int			q;
+
+		for (q = 0; q < 2; q++)
+		{
+			uint64		cumulative = 0;
+			double		bound = 0;
+
+			for (i = 0; i <= JF_HIST_BUCKETS && total > 0; i++)
+			{
+				cumulative += counts[i];
+				if ((double) cumulative >= quantiles[q] * (double) total)
+				{
+					bound = i < JF_HIST_BUCKETS ? bucket_ms[i] / 1000.0 : get_float8_infinity();
+					break;
+				}
+			}
+			snprintf(name, sizeof(name), "%s_p%d", hist_name[h], q == 0 ? 50 : 99);
+			sample(em, name, NULL, bound,
+				   "Upper bound of the histogram bucket holding this quantile (0 before any observation).");
+		}
+	}
+	snprintf(name, sizeof(name), "%s_sum", hist_name[h]);
+	sample(em, name, NULL, sum, hist_help[h]);
+	snprintf(name, sizeof(name), "%s_count", hist_name[h]);
+	sample(em, name, NULL, (double) total, hist_help[h]);
+}
+
+/* Every figure, in one order for both forms. */
+static void
+emit_all(Emitter *em)
+{
+	JobflowShared *s = jobflow_shared;
+	JfMetricsShared *m = &s->metrics;
+	pid_t		pid;
+	int			i;
+	int			h;
+
+	SpinLockAcquire(&s->mutex);
+	pid = s->worker_pid;
+	SpinLockRelease(&s->mutex);
+
+	gauge(em, "jobflow_worker_up", pid != 0 ? 1 : 0, "1 when the jobflow worker runs.");
+	gauge(em, "jobflow_requests_in_flight", (double) pg_atomic_read_u64(&s->in_flight),
+		  "HTTP requests being sent or awaiting their answer.");
+	gauge(em, "jobflow_requests_queued", (double) pg_atomic_read_u64(&s->queued),
+		  "Due tasks waiting for a place under the concurrency caps.");
+	gauge(em, "jobflow_wheel_tasks", (double) pg_atomic_read_u64(&s->wheel_tasks),
+		  "Pending tasks held in the worker's time wheel.");
+	gauge(em, "jobflow_buffered_outcomes", (double) pg_atomic_read_u64(&s->buffered_rows),
+		  "Outcomes waiting to be written.");
+	for (h = 0; h < JF_NHIST; h++)
+		histogram(em, h);
+
+	family(em, "jobflow_outcomes_total", "counter",
+		   "Finished requests by class: HTTP status class, or what prevented an answer.");
+	for (i = 0; i < JF_NCLASS; i++)
+	{
+		char		labels[32];
+
+		snprintf(labels, sizeof(labels), "class=\"%s\"", class_name[i]);
+		sample(em, "jobflow_outcomes_total", labels,
+			   (double) pg_atomic_read_u64(&m->outcomes[i]),
+			   "Finished requests by class: HTTP status class, or what prevented an answer.");
+	}
+	counter(em, "jobflow_fired_total", pg_atomic_read_u64(&s->fired),
+			"Attempts claimed and sent.");
+	counter(em, "jobflow_succeeded_total", pg_atomic_read_u64(&s->succeeded),
+			"Tasks that succeeded.");
+	counter(em, "jobflow_failed_total", pg_atomic_read_u64(&s->failed),
+			"Tasks that failed for good.");
+	counter(em, "jobflow_retries_total", pg_atomic_read_u64(&s->retried),
+			"Failed attempts scheduled to be retried.");
+	counter(em, "jobflow_flushes_total", pg_atomic_read_u64(&s->flushes),
+			"Transactions writing outcomes.");
+	counter(em, "jobflow_statements_total", pg_atomic_read_u64(&s->statements),
+			"SQL statements the worker ran.");
+	counter(em, "jobflow_rescans_total", pg_atomic_read_u64(&m->counters[JF_COUNT_RESCANS]),
+			"Housekeeping rescans of jobflow.tasks.");
+	counter(em, "jobflow_wakeups_total", pg_atomic_read_u64(&s->wake_ranges),
+			"Wake-ups published at commit by transactions that wrote tasks.");
+	counter(em, "jobflow_cron_materialised_total",
+			pg_atomic_read_u64(&m->counters[JF_COUNT_CRON]),
+			"Cron occurrences turned into tasks.");
+	counter(em, "jobflow_pruned_tasks_total", pg_atomic_read_u64(&s->pruned_tasks),
+			"Finished tasks removed by the worker under jobflow.retention.");
+	counter(em, "jobflow_pruned_log_rows_total", pg_atomic_read_u64(&s->pruned_log_rows),
+			"Log rows removed with them.");
+}
+
+/*
+ * jobflow.metrics() RETURNS text: the Prometheus text exposition format
+ * (version 0.0.4), for an exporter or a scrape through any SQL client.
+ */
+PG_FUNCTION_INFO_V1(jobflow_metrics);
+Datum
+jobflow_metrics(PG_FUNCTION_ARGS)
+{
+	Emitter		em = {0};
+
+	em.text = makeStringInfo();
+	emit_all(&em);
+	PG_RETURN_TEXT_P(cstring_to_text_with_len(em.text->data, em.text->len));
+}
+
+/*
+ * jobflow._stats() RETURNS TABLE (metric, labels, value, description):
+ * the same figures as rows, behind the jobflow.stats view.
+ */
+PG_FUNCTION_INFO_V1(jobflow_stats);
+Datum
+jobflow_stats(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Emitter		em = {0};
+
+	InitMaterializedSRF(fcinfo, 0);
+	em.rows = rsinfo->setResult;
+	em.desc = rsinfo->setDesc;
+	emit_all(&em);
+	return (Datum) 0;
+}

@@ -1,0 +1,16 @@
+/*-------------------------------------------------------------------------
+ *
+ * prune.h
+ *	  Retention: the worker's pruning of finished tasks (prune.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef JOBFLOW_PRUNE_H
+#define JOBFLOW_PRUNE_H
+
+#include "worker.h"
+
+extern int64 prune_deadline(void);
+extern void prune_turn(WorkerState *ws);
+
+#endif							/* JOBFLOW_PRUNE_H */

@@ -1,0 +1,198 @@
+# -------------------------------------------------------------------------
+#
+# test_metrics.py
+#     Metrics (issue 10, item 4): jobflow.metrics() is Prometheus text that
+#     Prometheus' own parser (prometheus_client) reads, with the lateness
+#     histogram and outcomes by class moving with real callbacks; the view
+#     jobflow.stats shows the same figures; jobflow_monitor (and so
+#     pg_monitor) reads them and no task contents; the real
+#     prometheus-postgres-exporter, given prometheus/jobflow_queries.yaml,
+#     serves jobflow's figures from the test cluster in its /metrics.
+#
+# -------------------------------------------------------------------------
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+import uuid
+
+import psycopg2
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import query, schedule, wait_final
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXPORTER = "/usr/bin/prometheus-postgres-exporter"
+
+
+def one(conn, sql, args=None):
+    with conn.cursor() as cur:
+        cur.execute(sql, args)
+        return cur.fetchone()[0]
+
+
+def families(conn):
+    """jobflow.metrics() parsed by Prometheus' parser: {name: family}."""
+    return {f.name: f for f in text_string_to_metric_families(one(conn, "SELECT jobflow.metrics()"))}
+
+
+def value(fams, family, sample, **labels):
+    for s in fams[family].samples:
+        if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items()):
+            return s.value
+    raise KeyError((family, sample, labels))
+
+
+def closed_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_metrics_follow_callbacks(db, receiver):
+    """Three 2xx, one 4xx, one 5xx and one refused connection move the
+    outcome classes and the lateness histogram by exactly that much."""
+    before = families(db)
+    ok, _ = receiver.unique_url("/ok")
+    gone, _ = receiver.unique_url("/status/404")
+    broken, _ = receiver.unique_url("/status/503")
+    ids = [schedule(db, ok) for _ in range(3)]
+    ids.append(schedule(db, gone, max_attempts=1))
+    ids.append(schedule(db, broken, max_attempts=1))
+    ids.append(schedule(db, "http://127.0.0.1:%d/x" % closed_port(), max_attempts=1))
+    wait_final(db, ids)
+    time.sleep(0.2)
+    after = families(db)
+
+    for cls, n in (("2xx", 3), ("4xx", 1), ("5xx", 1), ("connect", 1)):
+        delta = (value(after, "jobflow_outcomes", "jobflow_outcomes_total", **{"class": cls})
+                 - value(before, "jobflow_outcomes", "jobflow_outcomes_total", **{"class": cls}))
+        assert delta == n, (cls, delta)
+
+    assert after["jobflow_lateness_seconds"].type == "histogram"
+    count = value(after, "jobflow_lateness_seconds", "jobflow_lateness_seconds_count")
+    assert count - value(before, "jobflow_lateness_seconds", "jobflow_lateness_seconds_count") == 6
+    buckets = [(s.labels["le"], s.value) for s in after["jobflow_lateness_seconds"].samples
+               if s.name == "jobflow_lateness_seconds_bucket"]
+    assert buckets[-1] == ("+Inf", count)
+    assert [v for _, v in buckets] == sorted(v for _, v in buckets), buckets
+    # the callbacks were due now: none of them more than 5 s late
+    assert value(after, "jobflow_lateness_seconds", "jobflow_lateness_seconds_bucket", le="5.0") \
+        - value(before, "jobflow_lateness_seconds", "jobflow_lateness_seconds_bucket", le="5.0") == 6
+    for h in ("jobflow_claim_duration_seconds", "jobflow_flush_duration_seconds",
+              "jobflow_loop_turn_seconds"):
+        assert value(after, h, h + "_count") > value(before, h, h + "_count"), h
+    assert value(after, "jobflow_fired", "jobflow_fired_total") \
+        - value(before, "jobflow_fired", "jobflow_fired_total") == 6
+    assert value(after, "jobflow_worker_up", "jobflow_worker_up") == 1
+
+
+def test_stats_view_has_the_same_figures(db, receiver):
+    url, _ = receiver.unique_url("/ok")
+    wait_final(db, schedule(db, url))
+    time.sleep(0.2)
+    fams = families(db)
+    rows = {(r["metric"], r["labels"]): r["value"] for r in
+            query(db, "SELECT metric, labels, value FROM jobflow.stats")}
+    assert rows[("fired_total", None)] == value(fams, "jobflow_fired", "jobflow_fired_total")
+    assert rows[("outcomes_total", 'class="2xx"')] == \
+        value(fams, "jobflow_outcomes", "jobflow_outcomes_total", **{"class": "2xx"})
+    assert rows[("lateness_seconds_count", None)] == \
+        value(fams, "jobflow_lateness_seconds", "jobflow_lateness_seconds_count")
+    # a bucket bound (infinity when an earlier test left tasks over 5 min late)
+    assert rows[("lateness_seconds_p99", None)] in (
+        0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300,
+        float("inf"))
+    assert all(r["description"] for r in query(db, "SELECT description FROM jobflow.stats"))
+
+
+@pytest.fixture
+def monitor(db):
+    """A role that is a member of pg_monitor and nothing else."""
+    name = "jf_mon_%s" % uuid.uuid4().hex[:8]
+    with db.cursor() as cur:
+        cur.execute("CREATE ROLE %s IN ROLE pg_monitor" % name)
+    yield name
+    with db.cursor() as cur:
+        cur.execute("DROP ROLE %s" % name)
+
+
+def test_monitor_reads_figures_not_tasks(db, monitor):
+    """A pg_monitor member reads metrics(), stats and worker_status(), and
+    no task contents: not tasks, task_log, failed_tasks or cron timers."""
+    with db.cursor() as cur:
+        cur.execute("SET ROLE %s" % monitor)
+        try:
+            cur.execute("SELECT jobflow.metrics()")
+            assert "jobflow_lateness_seconds_bucket" in cur.fetchone()[0]
+            cur.execute("SELECT count(*) FROM jobflow.stats")
+            assert cur.fetchone()[0] > 10
+            cur.execute("SELECT pid FROM jobflow.worker_status()")
+            for sql in ("SELECT url FROM jobflow.tasks", "SELECT response FROM jobflow.task_log",
+                        "SELECT url FROM jobflow.failed_tasks", "SELECT url FROM jobflow.cron_timers",
+                        "SELECT jobflow.schedule('http://127.0.0.1:9/x')"):
+                with pytest.raises(psycopg2.errors.InsufficientPrivilege):
+                    cur.execute(sql)
+        finally:
+            cur.execute("RESET ROLE")
+
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_exporter_serves_jobflow_metrics(db, receiver, monitor, tmp_path):
+    """The Debian package's prometheus-postgres-exporter, run against the
+    test cluster as a pg_monitor member with prometheus/jobflow_queries.yaml,
+    shows jobflow's figures, with the values jobflow.stats has."""
+    assert os.access(EXPORTER, os.X_OK), "prometheus-postgres-exporter is not installed"
+    url, _ = receiver.unique_url("/ok")
+    wait_final(db, schedule(db, url))
+    with db.cursor() as cur:
+        cur.execute("ALTER ROLE %s LOGIN" % monitor)
+    port = free_port()
+    dsn = "host=%s port=%s user=%s dbname=%s sslmode=disable" % (
+        os.environ.get("PGHOST"), os.environ.get("PGPORT"), monitor,
+        os.environ.get("PGDATABASE", "jobflow"))
+    queries = os.path.join(REPO, "prometheus", "jobflow_queries.yaml")
+    env = dict(os.environ, DATA_SOURCE_NAME=dsn)
+    log = open(str(tmp_path / "exporter.log"), "w")
+    proc = subprocess.Popen([EXPORTER, "--web.listen-address=127.0.0.1:%d" % port,
+                             "--extend.query-path=" + queries, "--disable-settings-metrics"],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        body = None
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
+                                              timeout=5).read().decode()
+                if "jobflow_counter_value" in body:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.3)
+        fired = one(db, "SELECT value FROM jobflow.stats WHERE metric = 'fired_total'")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()
+    exporter_log = open(str(tmp_path / "exporter.log")).read()
+    assert body is not None and "jobflow_counter_value" in body, exporter_log[-2000:]
+    fams = {f.name: f for f in text_string_to_metric_families(body)}
+    samples = {s.labels["metric"]: s.value for s in fams["jobflow_counter_value"].samples}
+    assert samples["fired_total"] == fired
+    assert samples["fired_total"] > 0
+    gauges = {s.labels["metric"]: s.value for s in fams["jobflow_gauge_value"].samples}
+    assert gauges["worker_up"] == 1
+    assert "lateness_seconds_p99" in gauges

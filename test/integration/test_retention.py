@@ -1,0 +1,165 @@
+# -------------------------------------------------------------------------
+#
+# test_retention.py
+#     Retention (issue 10, item 1): the worker prunes succeeded, failed
+#     and cancelled tasks older than jobflow.retention with their log
+#     rows, in batches of jobflow.prune_batch_size, and leaves pending and
+#     recent ones; jobflow.prune() does it now for jobflow_admin; a task
+#     and its log rows go together whoever deletes (no orphan log rows).
+#
+# -------------------------------------------------------------------------
+
+import time
+import uuid
+
+import psycopg2
+import pytest
+
+from conftest import query, schedule, task_row, wait_final
+
+
+def one(conn, sql, args=None):
+    with conn.cursor() as cur:
+        cur.execute(sql, args)
+        return cur.fetchone()[0]
+
+
+def log_rows(conn, ids):
+    return one(conn, "SELECT count(*) FROM jobflow.task_log WHERE task_id = ANY(%s)", (ids,))
+
+
+def finished_tasks(conn, receiver, n):
+    """n succeeded, one failed and one cancelled task; returns their ids."""
+    url, _ = receiver.unique_url("/ok")
+    ids = [schedule(conn, url) for _ in range(n)]
+    bad, _ = receiver.unique_url("/status/404")
+    ids.append(schedule(conn, bad, max_attempts=1))
+    wait_final(conn, ids)
+    later = schedule(conn, url, run_at_sql="now() + interval '1 hour'")
+    assert one(conn, "SELECT jobflow.cancel(%s)", (later,)) is True
+    ids.append(later)
+    return ids
+
+
+@pytest.fixture
+def retention(server, db):
+    """Sets retention settings for one test, and resets them after it."""
+    names = []
+
+    def set_(name, value):
+        names.append(name)
+        server.set_guc(db, name, value)
+    yield set_
+    for name in names:
+        server.set_guc(db, name, None)
+
+
+def test_worker_prunes_in_batches(db, receiver, retention):
+    """With retention 2 s and batches of 3, every finished task older
+    than 2 s goes with its log rows (four batches), counted in
+    jobflow.stats; a pending task stays.  Earlier tests' finished tasks
+    are pruned first, so that batches of 3 only have these to prune."""
+    one(db, "SELECT jobflow.prune(interval '0')")
+    old = finished_tasks(db, receiver, 10)
+    assert log_rows(db, old) == 11      # the cancelled task has no log row
+    url, _ = receiver.unique_url("/ok")
+    pending = schedule(db, url, run_at_sql="now() + interval '1 hour'")
+    retention("jobflow.prune_batch_size", 3)
+    retention("jobflow.reconcile_interval", "500ms")
+    time.sleep(2)
+    pruned = "SELECT value FROM jobflow.stats WHERE metric = %s"
+    before = (one(db, pruned, ("pruned_tasks_total",)), one(db, pruned, ("pruned_log_rows_total",)))
+    retention("jobflow.retention", "2s")
+
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        left = one(db, "SELECT count(*) FROM jobflow.tasks WHERE id = ANY(%s)", (old,))
+        if left == 0:
+            break
+        time.sleep(0.1)
+    assert left == 0, "%d of %d old tasks left" % (left, len(old))
+    assert log_rows(db, old) == 0
+    assert task_row(db, pending)["state"] == "pending"
+    assert one(db, pruned, ("pruned_tasks_total",)) - before[0] >= len(old)
+    assert one(db, pruned, ("pruned_log_rows_total",)) - before[1] >= 11
+    one(db, "SELECT jobflow.cancel(%s)", (pending,))
+
+
+def test_recent_finished_tasks_stay(db, receiver, retention):
+    """A finished task younger than jobflow.retention is not pruned."""
+    retention("jobflow.reconcile_interval", "500ms")
+    retention("jobflow.retention", "30s")
+    ids = finished_tasks(db, receiver, 2)
+    time.sleep(2)
+    assert one(db, "SELECT count(*) FROM jobflow.tasks WHERE id = ANY(%s)", (ids,)) == len(ids)
+
+
+def test_retention_zero_keeps_everything(db, receiver, retention):
+    retention("jobflow.reconcile_interval", "500ms")
+    retention("jobflow.retention", 0)
+    ids = finished_tasks(db, receiver, 2)
+    time.sleep(2)
+    assert one(db, "SELECT count(*) FROM jobflow.tasks WHERE id = ANY(%s)", (ids,)) == len(ids)
+    assert log_rows(db, ids) == 3
+
+
+def test_prune_now(connect, receiver):
+    """jobflow.prune(age) removes finished tasks older than age, of every
+    owner, with their log rows, and returns how many; only for
+    jobflow_admin; bad ages are refused."""
+    db = connect()
+    ids = finished_tasks(db, receiver, 3)
+    url, _ = receiver.unique_url("/ok")
+    pending = schedule(db, url, run_at_sql="now() + interval '1 hour'")
+    admin, user = ["jf_pr_%s" % uuid.uuid4().hex[:8] for _ in range(2)]
+    with db.cursor() as cur:
+        cur.execute("CREATE ROLE %s IN ROLE jobflow_admin" % admin)
+        cur.execute("CREATE ROLE %s IN ROLE jobflow_user" % user)
+
+    one(db, "SELECT jobflow.prune(interval '1 hour')")
+    assert one(db, "SELECT count(*) FROM jobflow.tasks WHERE id = ANY(%s)", (ids,)) == len(ids)
+
+    with db.cursor() as cur:
+        cur.execute("SET ROLE %s" % user)
+        with pytest.raises(psycopg2.errors.InsufficientPrivilege):
+            cur.execute("SELECT jobflow.prune(interval '0')")
+        cur.execute("RESET ROLE")
+        cur.execute("SET ROLE %s" % admin)
+        with pytest.raises(psycopg2.errors.InvalidParameterValue):
+            cur.execute("SELECT jobflow.prune(interval '-1 s')")
+        with pytest.raises(psycopg2.errors.NullValueNotAllowed):
+            cur.execute("SELECT jobflow.prune(NULL)")
+        cur.execute("SELECT jobflow.prune(interval '0')")
+        n = cur.fetchone()[0]
+        cur.execute("RESET ROLE")
+    assert n >= len(ids)
+    assert one(db, "SELECT count(*) FROM jobflow.tasks WHERE id = ANY(%s)", (ids,)) == 0
+    assert log_rows(db, ids) == 0
+    assert task_row(db, pending)["state"] == "pending"
+    one(db, "SELECT jobflow.cancel(%s)", (pending,))
+
+
+def test_no_orphan_log_rows(db, receiver):
+    """A superuser's DELETE of tasks removes their log rows; TRUNCATE of
+    tasks truncates the log (rolled back here)."""
+    ids = finished_tasks(db, receiver, 3)
+    assert log_rows(db, ids) == 4
+    with db.cursor() as cur:
+        cur.execute("DELETE FROM jobflow.tasks WHERE id = ANY(%s)", (ids[:2],))
+    assert log_rows(db, ids[:2]) == 0
+    assert log_rows(db, ids[2:]) == 2
+    assert one(db, "SELECT count(*) FROM jobflow.task_log l WHERE NOT EXISTS"
+               " (SELECT 1 FROM jobflow.tasks t WHERE t.id = l.task_id)"
+               " AND l.task_id = ANY(%s)", (ids,)) == 0
+
+    db.autocommit = False
+    try:
+        with db.cursor() as cur:
+            cur.execute("SET LOCAL lock_timeout = '2s'")
+            cur.execute("TRUNCATE jobflow.tasks")
+            cur.execute("SELECT count(*) FROM jobflow.task_log")
+            assert cur.fetchone()[0] == 0
+    finally:
+        db.rollback()
+        db.autocommit = True
+    assert log_rows(db, ids[2:]) == 2
