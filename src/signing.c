@@ -32,9 +32,7 @@
  */
 #include "postgres.h"
 
-#include "access/htup_details.h"
 #include "catalog/namespace.h"
-#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "common/base64.h"
 #include "common/hmac.h"
@@ -42,13 +40,13 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "nodes/makefuncs.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "as_owner.h"
 #include "signing.h"
 
 #define SECRET_PREFIX "whsec_"
@@ -212,23 +210,6 @@ managed_role(FunctionCallInfo fcinfo, int argno)
 	return role;
 }
 
-/* Run the statements of a secret change as the owner of jobflow.signing_secrets. */
-static void
-as_table_owner(const char *table, Oid *save_userid, int *save_sec_context)
-{
-	Oid			relid = RangeVarGetRelid(makeRangeVar("jobflow", (char *) table, -1),
-										 NoLock, false);
-	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for relation %u", relid);
-	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
-	GetUserIdAndSecContext(save_userid, save_sec_context);
-	SetUserIdAndSecContext(owner, *save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-}
 
 /*
  * jobflow.create_signing_secret(for_role regrole, grace interval) RETURNS
@@ -248,8 +229,7 @@ jobflow_create_signing_secret(PG_FUNCTION_ARGS)
 	int			n;
 	Oid			types[3] = {OIDOID, INTERVALOID, BYTEAOID};
 	Datum		values[3];
-	Oid			save_userid;
-	int			save_sec_context;
+	JfAsOwner	as_owner;
 
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -287,7 +267,7 @@ jobflow_create_signing_secret(PG_FUNCTION_ARGS)
 	values[2] = PointerGetDatum(key);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	as_table_owner("signing_secrets", &save_userid, &save_sec_context);
+	jf_as_owner_begin("signing_secrets", &as_owner);
 	/* an error aborts the transaction, which restores the user */
 	if (SPI_execute("LOCK TABLE jobflow.signing_secrets IN SHARE ROW EXCLUSIVE MODE",
 					false, 0) != SPI_OK_UTILITY ||
@@ -303,7 +283,7 @@ jobflow_create_signing_secret(PG_FUNCTION_ARGS)
 							  " VALUES ($1, $3)",
 							  3, types, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not store the signing secret");
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	jf_as_owner_end(&as_owner);
 	SPI_finish();
 	PG_RETURN_TEXT_P(cstring_to_text(secret));
 }
@@ -322,13 +302,12 @@ jobflow_revoke_signing_secret(PG_FUNCTION_ARGS)
 	bool		only_previous = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
 	Oid			types[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(role)};
-	Oid			save_userid;
-	int			save_sec_context;
+	JfAsOwner	as_owner;
 	uint64		n;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	as_table_owner("signing_secrets", &save_userid, &save_sec_context);
+	jf_as_owner_begin("signing_secrets", &as_owner);
 	if (SPI_execute("LOCK TABLE jobflow.signing_secrets IN SHARE ROW EXCLUSIVE MODE",
 					false, 0) != SPI_OK_UTILITY ||
 		SPI_execute_with_args(only_previous ?
@@ -338,7 +317,7 @@ jobflow_revoke_signing_secret(PG_FUNCTION_ARGS)
 							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not revoke the signing secrets");
 	n = SPI_processed;
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	jf_as_owner_end(&as_owner);
 	SPI_finish();
 	PG_RETURN_INT32((int32) n);
 }
@@ -383,8 +362,7 @@ jobflow_set_secret(PG_FUNCTION_ARGS)
 	int			i;
 	Oid			types[3] = {OIDOID, TEXTOID, TEXTOID};
 	Datum		values[3];
-	Oid			save_userid;
-	int			save_sec_context;
+	JfAsOwner	as_owner;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -415,14 +393,14 @@ jobflow_set_secret(PG_FUNCTION_ARGS)
 	values[2] = PointerGetDatum(value);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	as_table_owner("secrets", &save_userid, &save_sec_context);
+	jf_as_owner_begin("secrets", &as_owner);
 	if (SPI_execute_with_args("INSERT INTO jobflow.secrets (owner, name, value)"
 							  " VALUES ($1, $2, $3)"
 							  " ON CONFLICT (owner, name) DO UPDATE"
 							  " SET value = excluded.value, updated_at = pg_catalog.clock_timestamp()",
 							  3, types, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not store the secret");
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	jf_as_owner_end(&as_owner);
 	SPI_finish();
 	PG_RETURN_VOID();
 }
@@ -443,8 +421,7 @@ jobflow_drop_secret(PG_FUNCTION_ARGS)
 	char	   *name;
 	Oid			types[2] = {OIDOID, TEXTOID};
 	Datum		values[2];
-	Oid			save_userid;
-	int			save_sec_context;
+	JfAsOwner	as_owner;
 	bool		found;
 	int64		tasks;
 	int64		timers;
@@ -457,7 +434,7 @@ jobflow_drop_secret(PG_FUNCTION_ARGS)
 	values[1] = CStringGetTextDatum(name);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	as_table_owner("secrets", &save_userid, &save_sec_context);
+	jf_as_owner_begin("secrets", &as_owner);
 	if (SPI_execute_with_args("DELETE FROM jobflow.secrets WHERE owner = $1 AND name = $2",
 							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not drop the secret");
@@ -486,7 +463,7 @@ jobflow_drop_secret(PG_FUNCTION_ARGS)
 							   (long long) tasks, (long long) timers),
 					 errhint("Cancel those tasks and change those timers first, or give the secret a new value with jobflow.set_secret().")));
 	}
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	jf_as_owner_end(&as_owner);
 	SPI_finish();
 	PG_RETURN_BOOL(found);
 }
@@ -501,8 +478,7 @@ jf_check_secret_refs(List *names, Oid owner)
 {
 	Oid			types[2] = {OIDOID, TEXTOID};
 	Datum		values[2];
-	Oid			save_userid;
-	int			save_sec_context;
+	JfAsOwner	as_owner;
 	ListCell   *lc;
 
 	if (!OidIsValid(get_relname_relid("secrets", get_namespace_oid("jobflow", false))))
@@ -512,7 +488,7 @@ jf_check_secret_refs(List *names, Oid owner)
 				 errhint("Run ALTER EXTENSION jobflow UPDATE.")));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	as_table_owner("secrets", &save_userid, &save_sec_context);
+	jf_as_owner_begin("secrets", &as_owner);
 	values[0] = ObjectIdGetDatum(owner);
 	foreach(lc, names)
 	{
@@ -530,6 +506,6 @@ jf_check_secret_refs(List *names, Oid owner)
 					 errhint("Store it first with jobflow.set_secret('%s', ...), as the role the task belongs to.",
 							 name)));
 	}
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	jf_as_owner_end(&as_owner);
 	SPI_finish();
 }

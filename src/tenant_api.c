@@ -33,11 +33,19 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "as_owner.h"
 #include "jobflow.h"
 
-static Oid
-relation_owner(Oid relid)
+/*
+ * Become the owner of jobflow.<relname>, in a restricted security context
+ * (see as_owner.h).  An ERROR aborts the transaction, which restores the
+ * caller; jf_as_owner_end does it otherwise.
+ */
+void
+jf_as_owner_begin(const char *relname, JfAsOwner *s)
 {
+	Oid			relid = RangeVarGetRelid(makeRangeVar("jobflow", (char *) relname, -1),
+										 NoLock, false);
 	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	Oid			owner;
 
@@ -45,7 +53,15 @@ relation_owner(Oid relid)
 		elog(ERROR, "cache lookup failed for relation %u", relid);
 	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
 	ReleaseSysCache(tup);
-	return owner;
+	GetUserIdAndSecContext(&s->save_userid, &s->save_sec_context);
+	SetUserIdAndSecContext(owner, s->save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+}
+
+void
+jf_as_owner_end(const JfAsOwner *s)
+{
+	SetUserIdAndSecContext(s->save_userid, s->save_sec_context);
 }
 
 /*
@@ -61,13 +77,10 @@ jobflow_delete_cron_timer(PG_FUNCTION_ARGS)
 	int64		id = PG_GETARG_INT64(0);
 	Oid			types[1] = {INT8OID};
 	Datum		values[1] = {Int64GetDatum(id)};
-	Oid			table;
-	Oid			save_userid;
-	int			save_sec_context;
+	JfAsOwner	as_owner;
 	int			save_nestlevel;
 	bool		found;
 
-	table = RangeVarGetRelid(makeRangeVar("jobflow", "cron_timers", -1), NoLock, false);
 
 	/*
 	 * Every name and operator below resolves in pg_catalog only: the caller
@@ -89,11 +102,7 @@ jobflow_delete_cron_timer(PG_FUNCTION_ARGS)
 
 	if (found)
 	{
-		GetUserIdAndSecContext(&save_userid, &save_sec_context);
-		SetUserIdAndSecContext(relation_owner(table),
-							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-							   SECURITY_RESTRICTED_OPERATION);
-		/* an error aborts the transaction, which restores the user */
+		jf_as_owner_begin("cron_timers", &as_owner);
 		if (SPI_execute_with_args("UPDATE jobflow.tasks"
 								  "   SET state = 'cancelled'::jobflow.task_state"
 								  " WHERE cron_id OPERATOR(pg_catalog.=) $1"
@@ -103,7 +112,7 @@ jobflow_delete_cron_timer(PG_FUNCTION_ARGS)
 								  " WHERE id OPERATOR(pg_catalog.=) $1",
 								  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
 			elog(ERROR, "could not delete the cron timer");
-		SetUserIdAndSecContext(save_userid, save_sec_context);
+		jf_as_owner_end(&as_owner);
 	}
 	SPI_finish();
 	AtEOXact_GUC(true, save_nestlevel);
@@ -128,9 +137,7 @@ jobflow_replace_task(PG_FUNCTION_ARGS)
 	JSONBOID, TEXTOID, INT4OID, INT4OID, TEXTOID, BYTEAOID};
 	Datum		values[11];
 	char		nulls[11];
-	Oid			table;
-	Oid			save_userid;
-	int			save_sec_context;
+	JfAsOwner	as_owner;
 	bool		found;
 	int			i;
 
@@ -142,7 +149,6 @@ jobflow_replace_task(PG_FUNCTION_ARGS)
 		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
 	}
 
-	table = RangeVarGetRelid(makeRangeVar("jobflow", "tasks", -1), NoLock, false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
@@ -155,11 +161,7 @@ jobflow_replace_task(PG_FUNCTION_ARGS)
 
 	if (found)
 	{
-		GetUserIdAndSecContext(&save_userid, &save_sec_context);
-		SetUserIdAndSecContext(relation_owner(table),
-							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-							   SECURITY_RESTRICTED_OPERATION);
-		/* an error aborts the transaction, which restores the user */
+		jf_as_owner_begin("tasks", &as_owner);
 		if (SPI_execute_with_args("UPDATE jobflow.tasks SET url = $2, run_at = $3,"
 								  " body = $4, content_type = $5, headers = $6,"
 								  " method = $7, timeout_ms = $8, max_attempts = $9,"
@@ -168,7 +170,7 @@ jobflow_replace_task(PG_FUNCTION_ARGS)
 								  11, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not replace the task");
 		found = SPI_processed > 0;
-		SetUserIdAndSecContext(save_userid, save_sec_context);
+		jf_as_owner_end(&as_owner);
 	}
 	SPI_finish();
 	PG_RETURN_BOOL(found);
@@ -184,21 +186,14 @@ static uint64
 update_tasks_as_owner(const char *sql, int nargs, Oid *types, Datum *values,
 					  const char *nulls)
 {
-	Oid			table;
-	Oid			save_userid;
-	int			save_sec_context;
+	JfAsOwner	as_owner;
 	uint64		n;
 
-	table = RangeVarGetRelid(makeRangeVar("jobflow", "tasks", -1), NoLock, false);
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(relation_owner(table),
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	/* an error aborts the transaction, which restores the user */
+	jf_as_owner_begin("tasks", &as_owner);
 	if (SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not retry tasks");
 	n = SPI_processed;
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	jf_as_owner_end(&as_owner);
 	return n;
 }
 
