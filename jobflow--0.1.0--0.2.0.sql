@@ -792,16 +792,13 @@ COMMENT ON COLUMN jobflow.failed_tasks.failed_at IS 'when the task failed for go
 COMMENT ON COLUMN jobflow.stats.metric IS 'name of the figure, as in jobflow.metrics() without the jobflow_ prefix';
 COMMENT ON COLUMN jobflow.stats.labels IS 'Prometheus labels of the figure, if any';
 COMMENT ON VIEW jobflow.cron IS 'cron timers with their last run, as their owner sees them';
-<<<<<<< HEAD
 COMMENT ON TABLE jobflow.installation IS 'this incarnation of the extension: the token in every webhook-id (the oldest row is in use)';
 COMMENT ON TABLE jobflow.signing_secrets IS 'Standard Webhooks signing keys per role; readable by its owner only';
 COMMENT ON VIEW jobflow.signing_keys IS 'the signing secrets a role has, without their values';
 COMMENT ON TABLE jobflow.secrets IS 'named secrets that header values refer to ({"secret": "name"}); readable by its owner only';
 COMMENT ON VIEW jobflow.secret_names IS 'the secrets a role has, without their values';
-=======
 COMMENT ON VIEW jobflow.failed_tasks IS 'dead letters: failed tasks, as their owner sees them; retry() or retry_failed() runs them again';
 COMMENT ON VIEW jobflow.stats IS 'the figures of jobflow.metrics() as rows: histograms as count, sum and p50/p99 bucket bounds';
->>>>>>> ops
 COMMENT ON VIEW jobflow.task_import IS 'the task columns an application may set: COPY into it as an application role (COPY into jobflow.tasks is refused under row-level security)';
 DO $$
 DECLARE
@@ -830,22 +827,19 @@ BEGIN
 			('wakeups', 'wake-ups published at commit since the server started: id ranges and timer changes'),
 			('_task_import', 'internal: inserts each row written to jobflow.task_import as a task'),
 			('_cron_sync_occurrences', 'internal: a changed or deleted timer cancels its pending occurrences'),
-<<<<<<< HEAD
 			('create_signing_secret', 'new Standard Webhooks secret for a role, shown once; the previous ones sign beside it for the grace period'),
 			('revoke_signing_secret', 'remove a role''s signing secrets (or only the previous ones)'),
 			('_webhook_signature', 'internal: the v1 signature of a message, for checking against the specification'),
 			('_json_content_type', 'internal: the content type of a JSON body, given a Content-Type header'),
 			('set_secret', 'store or replace a secret that header values refer to as {"secret": "name"}'),
 			('drop_secret', 'drop a secret no unfinished task or cron timer refers to'),
-			('_replace_task', 'internal: writes the new request of a pending task, for schedule(on_duplicate => ''replace'')')
-=======
+			('_replace_task', 'internal: writes the new request of a pending task, for schedule(on_duplicate => ''replace'')'),
 			('retry', 'a failed or cancelled task goes back to pending with a fresh attempt budget, due at run_at; true if it did'),
 			('_task_log_cascade', 'internal: deleting tasks deletes their log rows; truncating them truncates the log'),
 			('prune', 'delete finished tasks (and their log rows) older than older_than now; returns how many tasks; for jobflow_admin'),
 			('metrics', 'the worker''s histograms and counters in the Prometheus text exposition format'),
 			('_stats', 'internal: the figures of metrics() as rows, for the view jobflow.stats'),
 			('retry_failed', 'every failed task of a queue (or all), failed since a time (or ever), goes back to pending; returns how many')
->>>>>>> ops
 		  ) AS c(name, text) ON p.proname = c.name
 		 WHERE p.pronamespace = 'jobflow'::pg_catalog.regnamespace
 	LOOP
