@@ -16,7 +16,24 @@
 import io
 import time
 
-from conftest import query, schedule
+import pytest
+
+from conftest import _connect, query, schedule
+
+
+@pytest.fixture(scope="module", autouse=True)
+def worker_ready(receiver, server):
+    """A test before may have restarted the server: these tests time the
+    way from commit to callback, so wait until a first callback has gone
+    through the running worker."""
+    server.wait_worker(None, timeout=60)
+    conn = _connect()
+    try:
+        url, tag = receiver.unique_url("/ok")
+        schedule(conn, url)
+        receiver.wait_for(lambda r: ("t=" + tag) in r["query"], timeout=30)
+    finally:
+        conn.close()
 
 
 def ranges(db):
