@@ -392,11 +392,9 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	if (claim_plan == NULL)
 	{
 		/*
-		 * A generic plan, driven by the ids (unnest joined on the primary
-		 * key): planned for the actual values, or with a join whose order
-		 * the planner chooses from stale statistics, a burst makes the
-		 * run_at index look cheaper, and each claim then filters every due
-		 * task instead of fetching its ids (W2 fell to 355/s).  SKIP
+		 * A generic plan: planned for the actual values, a burst makes the
+		 * run_at index look cheaper than the primary key, and each claim
+		 * then filters every due task instead of fetching its ids.  SKIP
 		 * LOCKED: a task some transaction holds (a cancel in progress, a
 		 * SELECT ... FOR UPDATE) must not stall every other task; it stays
 		 * pending and is tried again a little later.
@@ -405,11 +403,10 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"UPDATE jobflow.tasks t"
 			"   SET state = 'running', attempts = t.attempts + 1,"
 			"       updated_at = pg_catalog.now()"
-			"  FROM (SELECT d.id FROM pg_catalog.unnest($1) AS u(id)"
-			"          JOIN jobflow.tasks d ON d.id = u.id"
-			"         WHERE d.state = 'pending' AND d.run_at <= $2"
+			"  FROM (SELECT d.id FROM jobflow.tasks d"
+			"         WHERE d.id = ANY($1) AND d.state = 'pending' AND d.run_at <= $2"
 			"           AND EXISTS (SELECT 1 FROM pg_catalog.pg_authid a WHERE a.oid = d.owner)"
-			"         FOR UPDATE OF d SKIP LOCKED) c"
+			"         FOR UPDATE SKIP LOCKED) c"
 			" WHERE t.id = c.id"
 			" RETURNING t.id, t.attempts, t.max_attempts, t.owner, t.run_at,"
 			"           t.url, t.method, t.headers, t.body, t.content_type, t.timeout_ms,"
