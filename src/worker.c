@@ -576,6 +576,13 @@ jobflow_worker_main(Datum main_arg)
 	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 
 	/*
+	 * The worker's statements are small and run thousands of times a
+	 * second: compiling one costs more than it can ever save (a plan whose
+	 * estimate crossed jit_above_cost once took 700 ms instead of 3 ms).
+	 */
+	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
 	 * Tenants cannot lock jobflow's tables against the worker (no grant
 	 * allows it, and claims skip locked rows), but an admin's DDL queued
 	 * behind a long transaction could still hold it up: waiting is bounded,
