@@ -63,6 +63,7 @@ static JfHttpRequest *committed = NULL;
 static int	ncommitted = 0;
 static int	nsubmitted = 0;
 static SPIPlanPtr claim_plan = NULL;
+static bool places_freed = false;	/* since the last pick */
 static MemoryContext claim_cxt = NULL;	/* requests between claim and submit */
 
 static JfHttpConfig
@@ -261,6 +262,19 @@ build_request(WorkerState *ws, HeapTuple tup, TupleDesc desc, uint32 queue,
 }
 
 /*
+ * A place in the fair share comes free.  Noted, because a request that
+ * finishes inside a turn's last dispatch_collect frees a place no socket
+ * will wake the loop for: without the note the parked tasks behind it
+ * would wait for the next deadline (seconds, in a burst to one host).
+ */
+static void
+release_place(WorkerState *ws, uint32 queue)
+{
+	jf_fair_release(ws->fair, queue);
+	places_freed = true;
+}
+
+/*
  * A claimed request that was never handed to libcurl: its claim is undone
  * (the log writer puts the task back to pending with its attempt count as
  * before, and logs nothing), as for a request still queued at shutdown.
@@ -270,7 +284,7 @@ unsend(WorkerState *ws, InFlightEntry *e)
 {
 	OutcomeRow	row;
 
-	jf_fair_release(ws->fair, e->task.queue);
+	release_place(ws, e->task.queue);
 	memset(&row, 0, sizeof(row));
 	row.id = e->task.id;
 	row.attempt = e->task.attempt;
@@ -344,7 +358,7 @@ handle_unclaimed(WorkerState *ws, JfFairPick *picks, int n, bool *claimed,
 			gone[ngone++] = picks[k];
 	}
 	for (k = 0; k < ngone; k++)
-		jf_fair_release(ws->fair, gone[k].queue);
+		release_place(ws, gone[k].queue);
 	for (k = 0; k < ngone; k++)
 	{
 		int64		id = (int64) gone[k].id;
@@ -539,6 +553,7 @@ dispatch_due(WorkerState *ws, int64 now_ms)
 		allocated = batch;
 	}
 	more = park_due(ws, now_ms, expired, batch);
+	places_freed = false;
 	n = jf_fair_pick(ws->fair, picks, batch, feed_take, ws);
 	if (n > 0)
 	{
@@ -552,6 +567,17 @@ dispatch_due(WorkerState *ws, int64 now_ms)
 		dispatch_collect(ws);
 	}
 	return more || n == batch;
+}
+
+/*
+ * Whether parked tasks may have a place since the last pick: the loop must
+ * then come back at once rather than sleep.  Only a freed place counts, so
+ * tasks parked for a full origin never make the loop spin.
+ */
+bool
+dispatch_room_freed(WorkerState *ws)
+{
+	return places_freed && jf_fair_parked(ws->fair) > 0;
 }
 
 /*
@@ -614,7 +640,7 @@ dispatch_recover(WorkerState *ws)
 	int			k;
 
 	for (k = 0; k < nclaiming; k++)
-		jf_fair_release(ws->fair, claiming[k].queue);
+		release_place(ws, claiming[k].queue);
 	nclaiming = 0;
 	/* committed but never handed to libcurl: nothing was sent */
 	for (k = nsubmitted; k < ncommitted; k++)
@@ -703,7 +729,7 @@ record_result(WorkerState *ws, JfHttpResult *r)
 	 * Out of flight first: an error below leaves the task running with no
 	 * request, which the stray rescue after the error puts back.
 	 */
-	jf_fair_release(ws->fair, e->task.queue);
+	release_place(ws, e->task.queue);
 	dlist_delete(&e->node);
 	/* claimed from a dropped extension: its outcome belongs to no task */
 	if (e->task.generation != jf_guard_generation())

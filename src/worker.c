@@ -449,7 +449,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		deadline = Min(deadline, prune_deadline());
 		if (ws->rescan_soon)
 			deadline = Min(deadline, ws->last_housekeeping_ms + RESCAN_SOON_MS);
-		if (more_due)
+		if (more_due || (!paused && dispatch_room_freed(ws)))
 			deadline = 0;
 		else if (!paused)
 			deadline = Min(deadline, jf_wheel_next_deadline(ws->wheel));

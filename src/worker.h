@@ -115,6 +115,7 @@ extern uint64 feed_map_memory(WorkerState *ws);
 extern void dispatch_init(WorkerState *ws);
 extern void dispatch_reconfigure(WorkerState *ws);
 extern bool dispatch_due(WorkerState *ws, int64 now_ms);
+extern bool dispatch_room_freed(WorkerState *ws);
 extern void dispatch_collect(WorkerState *ws);
 extern void dispatch_abandon(WorkerState *ws);
 extern void dispatch_recover(WorkerState *ws);
