@@ -46,11 +46,6 @@ static const char *const hist_help[JF_NHIST] = {
 	"Time one turn of the worker's loop took, waiting excluded."
 };
 
-static const char *const class_name[JF_NCLASS] = {
-	"2xx", "3xx", "4xx", "5xx", "timeout", "connect", "denied", "no_answer",
-	"redirect", "other"
-};
-
 /* Zero every figure; at shared memory creation. */
 void
 jf_metrics_shmem_init(JfMetricsShared *m)
@@ -85,40 +80,11 @@ jf_metrics_observe(JfHistId h, int64 us)
 	pg_atomic_fetch_add_u64(&hs->sum_us, (uint64) us);
 }
 
-/* The class of a finished request: its status, or what went wrong. */
+/* A finished request, counted in its class (see jf_http_result_class). */
 void
-jf_metrics_outcome(int error_kind, int http_status)
+jf_metrics_outcome(const JfHttpResult *r)
 {
-	JfOutcomeClass c;
-
-	switch (error_kind)
-	{
-		case JF_HTTP_OK:
-			c = http_status >= 500 ? JF_CLASS_5XX :
-				http_status >= 400 ? JF_CLASS_4XX :
-				http_status >= 300 ? JF_CLASS_3XX :
-				http_status >= 200 ? JF_CLASS_2XX : JF_CLASS_OTHER;
-			break;
-		case JF_HTTP_TIMEOUT:
-			c = JF_CLASS_TIMEOUT;
-			break;
-		case JF_HTTP_CONNECT:
-			c = JF_CLASS_CONNECT;
-			break;
-		case JF_HTTP_INVALID:
-			c = JF_CLASS_DENIED;
-			break;
-		case JF_HTTP_NO_ANSWER:
-			c = JF_CLASS_NO_ANSWER;
-			break;
-		case JF_HTTP_REDIRECT:
-			c = JF_CLASS_REDIRECT;
-			break;
-		default:
-			c = JF_CLASS_OTHER;
-			break;
-	}
-	pg_atomic_fetch_add_u64(&jobflow_shared->metrics.outcomes[c], 1);
+	pg_atomic_fetch_add_u64(&jobflow_shared->metrics.outcomes[jf_http_result_class(r)], 1);
 }
 
 void
@@ -288,7 +254,7 @@ emit_all(Emitter *em)
 	{
 		char		labels[32];
 
-		snprintf(labels, sizeof(labels), "class=\"%s\"", class_name[i]);
+		snprintf(labels, sizeof(labels), "class=\"%s\"", jf_http_class_name(i));
 		sample(em, "jobflow_outcomes_total", labels,
 			   (double) pg_atomic_read_u64(&m->outcomes[i]),
 			   "Finished requests by class: HTTP status class, or what prevented an answer.");

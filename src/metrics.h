@@ -11,6 +11,8 @@
 
 #include "port/atomics.h"
 
+#include "http.h"
+
 /* Bucket upper bounds, in milliseconds; one more bucket holds the rest. */
 #define JF_HIST_BUCKETS 16
 
@@ -22,22 +24,6 @@ typedef enum JfHistId
 	JF_HIST_TURN,				/* one turn of the loop, waiting excluded */
 	JF_NHIST
 } JfHistId;
-
-typedef enum JfOutcomeClass
-{
-	JF_CLASS_2XX,
-	JF_CLASS_3XX,
-	JF_CLASS_4XX,
-	JF_CLASS_5XX,
-	JF_CLASS_TIMEOUT,
-	JF_CLASS_CONNECT,			/* DNS failure, refused, unreachable */
-	JF_CLASS_DENIED,			/* refused before sending: a denied address
-								 * or an invalid request */
-	JF_CLASS_NO_ANSWER,
-	JF_CLASS_REDIRECT,			/* a redirect not followed */
-	JF_CLASS_OTHER,				/* TLS, protocol, reset... */
-	JF_NCLASS
-} JfOutcomeClass;
 
 typedef enum JfCounterId
 {
@@ -55,7 +41,7 @@ typedef struct JfHistShared
 typedef struct JfMetricsShared
 {
 	JfHistShared hist[JF_NHIST];
-	pg_atomic_uint64 outcomes[JF_NCLASS];
+	pg_atomic_uint64 outcomes[JF_NCLASS];	/* by JfHttpClass */
 	pg_atomic_uint64 counters[JF_NCOUNT];
 } JfMetricsShared;
 
@@ -63,7 +49,7 @@ extern void jf_metrics_shmem_init(JfMetricsShared *m);
 
 /* the worker's writers */
 extern void jf_metrics_observe(JfHistId h, int64 us);
-extern void jf_metrics_outcome(int error_kind, int http_status);
+extern void jf_metrics_outcome(const JfHttpResult *r);
 extern void jf_metrics_count(JfCounterId c, uint64 n);
 
 #endif							/* JOBFLOW_METRICS_H */

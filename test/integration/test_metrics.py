@@ -8,13 +8,19 @@
 #     pg_monitor) reads them and no task contents; the real
 #     prometheus-postgres-exporter, given prometheus/jobflow_queries.yaml,
 #     serves jobflow's figures from the test cluster in its /metrics.
+#     Outcomes of names that do not resolve count as dns and TLS failures
+#     as tls (the test never asks a DNS server: the worker resolves through
+#     jobflow.test_doh_url, a loopback port that answers nothing).
 #
 # -------------------------------------------------------------------------
 
+import http.server
 import os
 import shutil
 import socket
+import ssl
 import subprocess
+import threading
 import time
 import urllib.request
 import uuid
@@ -91,6 +97,84 @@ def test_metrics_follow_callbacks(db, receiver):
     assert value(after, "jobflow_fired", "jobflow_fired_total") \
         - value(before, "jobflow_fired", "jobflow_fired_total") == 6
     assert value(after, "jobflow_worker_up", "jobflow_worker_up") == 1
+
+
+def outcome_deltas(before, after):
+    return {s.labels["class"]: s.value - value(before, "jobflow_outcomes", "jobflow_outcomes_total",
+                                               **{"class": s.labels["class"]})
+            for s in after["jobflow_outcomes"].samples if s.name == "jobflow_outcomes_total"}
+
+
+def test_unresolvable_name_counts_as_dns(db, server, receiver):
+    """A host name that does not resolve is a dns outcome, not connect: the
+    worker resolves through a DNS-over-HTTPS URL on a closed loopback port,
+    so the lookup fails without any DNS server being asked."""
+    server.set_guc(db, "jobflow.test_doh_url", "http://127.0.0.1:%d/dns-query" % closed_port())
+    try:
+        time.sleep(0.5)            # the worker applies it on its next turn
+        before = families(db)
+        tid = schedule(db, "http://no-such-host.invalid:%d/x" % receiver.port, max_attempts=1)
+        wait_final(db, tid)
+        time.sleep(0.2)
+        after = families(db)
+    finally:
+        server.set_guc(db, "jobflow.test_doh_url", None)
+        time.sleep(0.5)
+    deltas = outcome_deltas(before, after)
+    assert deltas["dns"] == 1, deltas
+    assert sum(deltas.values()) == 1, deltas
+    assert query(db, "SELECT state FROM jobflow.tasks WHERE id = %s", (tid,))[0]["state"] == "failed"
+
+
+@pytest.fixture
+def tls_server(tmp_path):
+    """An HTTPS server on 127.0.0.1 with a self-signed certificate made for
+    the test; yields (port, list of paths it served)."""
+    cert, key = str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-keyout", key, "-out", cert],
+                   check=True, capture_output=True)
+    served = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            served.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield httpd.server_address[1], served
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_tls_failures_count_as_tls(db, receiver, tls_server):
+    """https:// to a plain-HTTP server (no TLS handshake possible) and to a
+    server whose certificate nobody signed are both tls outcomes."""
+    tls_port, served = tls_server
+    before = families(db)
+    ids = [schedule(db, "https://127.0.0.1:%d/plain" % receiver.port, max_attempts=1),
+           schedule(db, "https://127.0.0.1:%d/self-signed" % tls_port, max_attempts=1)]
+    wait_final(db, ids)
+    time.sleep(0.2)
+    after = families(db)
+    deltas = outcome_deltas(before, after)
+    assert deltas["tls"] == 2, deltas
+    assert sum(deltas.values()) == 2, deltas
+    assert served == []
+    errors = [r["last_error"] for r in
+              query(db, "SELECT last_error FROM jobflow.tasks WHERE id = ANY(%s) ORDER BY id", (ids,))]
+    assert "certificate" in errors[1].lower(), errors
 
 
 def test_stats_view_has_the_same_figures(db, receiver):
