@@ -10,7 +10,9 @@
 #     serves jobflow's figures from the test cluster in its /metrics.
 #     Outcomes of names that do not resolve count as dns and TLS failures
 #     as tls (the test never asks a DNS server: the worker resolves through
-#     jobflow.test_doh_url, a loopback port that answers nothing).
+#     jobflow.test_doh_url, a loopback port that answers nothing).  The
+#     busiest origins show their requests in flight and queued, labelled
+#     by origin alone.
 #
 # -------------------------------------------------------------------------
 
@@ -225,6 +227,65 @@ def test_monitor_reads_figures_not_tasks(db, monitor):
                     cur.execute(sql)
         finally:
             cur.execute("RESET ROLE")
+
+
+def host_gauges(fams):
+    """{(family, host label): value} of the busiest-origin gauges."""
+    out = {}
+    for fam in ("jobflow_host_requests_in_flight", "jobflow_host_requests_queued"):
+        assert fams[fam].type == "gauge"
+        for s in fams[fam].samples:
+            assert set(s.labels) == {"host"}, s.labels
+            out[(fam, s.labels["host"])] = s.value
+    return out
+
+
+def test_busiest_hosts_in_flight_and_queued(db, server, receiver, monitor):
+    """With jobflow.max_requests_per_host = 3, eight hanging callbacks to one
+    origin show as 3 in flight and 5 queued there, two to another origin as
+    2 and 0; labels are origins (no path, query or tag); a pg_monitor member
+    sees the same in jobflow.stats; once everything ended the origins go."""
+    server.set_guc(db, "jobflow.max_requests_per_host", 3)
+    time.sleep(0.5)
+    busy = "http://127.0.0.1:%d" % receiver.port
+    other = "http://localhost:%d" % receiver.port
+    want = {("jobflow_host_requests_in_flight", busy): 3, ("jobflow_host_requests_queued", busy): 5,
+            ("jobflow_host_requests_in_flight", other): 2, ("jobflow_host_requests_queued", other): 0}
+    try:
+        hang, tag = receiver.unique_url("/hang")
+        ids = [schedule(db, hang, timeout_ms=4000, max_attempts=1) for _ in range(8)]
+        hang2, _ = receiver.unique_url("/hang", host="localhost")
+        ids += [schedule(db, hang2, timeout_ms=4000, max_attempts=1) for _ in range(2)]
+        seen = None
+        deadline = time.time() + 3.5
+        while time.time() < deadline:
+            text = one(db, "SELECT jobflow.metrics()")
+            seen = host_gauges({f.name: f for f in text_string_to_metric_families(text)})
+            if seen == want:
+                break
+            time.sleep(0.1)
+        assert seen == want, seen
+        assert tag not in text and "/hang" not in text
+        # the busier origin first, in the text as in the view
+        assert text.index('jobflow_host_requests_in_flight{host="%s"}' % busy) < \
+            text.index('jobflow_host_requests_in_flight{host="%s"}' % other)
+        with db.cursor() as cur:
+            cur.execute("SET ROLE %s" % monitor)
+            try:
+                rows = {(r["metric"], r["labels"]): r["value"] for r in query(
+                    db, "SELECT metric, labels, value FROM jobflow.stats WHERE metric LIKE 'host\\_%'")}
+            finally:
+                cur.execute("RESET ROLE")
+        assert rows.get(("host_requests_in_flight", 'host="%s"' % busy)) in (3, 2, 1, 0), rows
+        assert rows.get(("host_requests_queued", 'host="%s"' % busy)) in (5, 4, 3, 2), rows
+    finally:
+        server.set_guc(db, "jobflow.max_requests_per_host", None)
+    wait_final(db, ids, timeout=20)
+    deadline = time.time() + 5
+    while time.time() < deadline and seen:
+        seen = {k: v for k, v in host_gauges(families(db)).items() if k[1] in (busy, other)}
+        time.sleep(0.2)
+    assert seen == {}, seen
 
 
 def free_port():
