@@ -9,7 +9,9 @@
  * small open-addressing tables of indexes; a queue is a ring buffer of
  * task ids.  Queues that hold parked tasks form a circular list that
  * jf_fair_pick() walks from where the previous pick stopped, so every
- * queue is visited once per pass whatever the others hold.
+ * queue is visited once per pass whatever the others hold.  A small table
+ * of the busiest origins (claimed + parked) follows every change of an
+ * origin's counts, for the metrics (jf_fair_busiest).
  *
  *-------------------------------------------------------------------------
  */

@@ -100,8 +100,8 @@ extern void jf_fair_drop_parked(JfFair *f);
  * (origins with nothing claimed or parked are never among them).  The
  * table is kept as counts change, in O(JF_FAIR_TOP) per change; an origin
  * whose count stopped changing while others fell below it is found again
- * by a sweep over sweep more origins on each call, so a table that missed
- * it is exact again after nhosts / sweep calls at the most.
+ * by a sweep over sweep more origins on each call: while counts stay put,
+ * the table is exact again after nhosts / sweep calls at the most.
  */
 extern int	jf_fair_busiest(JfFair *f, JfFairLoad *out, int sweep);
 

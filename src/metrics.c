@@ -103,10 +103,13 @@ jf_metrics_count(JfCounterId c, uint64 n)
 	pg_atomic_fetch_add_u64(&jobflow_shared->metrics.counters[c], n);
 }
 
-/* the worker's: when it may publish the busiest origins next, and whether
- * its last publication showed any */
+/*
+ * The worker's own: when it may publish the busiest origins next, and
+ * whether what is published may show some (true at its start: an earlier
+ * worker's may still be there).
+ */
 static int64 hosts_next_ms = 0;
-static bool hosts_shown = false;
+static bool hosts_shown = true;
 
 /*
  * Publish the busiest origins (the worker, once per turn).  At most once a
