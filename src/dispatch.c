@@ -85,6 +85,7 @@ http_config(void)
 	cfg.proxy = NULL;
 	cfg.deny_networks = jobflow_deny_networks;
 	cfg.follow_cross_origin = jobflow_follow_cross_origin_redirects;
+	cfg.doh_url = jobflow_test_doh_url;
 	return cfg;
 }
 
@@ -745,7 +746,7 @@ record_result(WorkerState *ws, JfHttpResult *r)
 	row.started_at = jf_ms_to_ts(r->started_at_ms);
 	row.finished_at = jf_ms_to_ts(r->finished_at_ms);
 	jf_metrics_observe(JF_HIST_LATENESS, row.started_at - row.scheduled_at);
-	jf_metrics_outcome(r->error_kind, r->http_status);
+	jf_metrics_outcome(r);
 	row.http_status = r->http_status;
 	row.response = r->body;
 	row.response_len = r->body_len;

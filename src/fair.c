@@ -9,7 +9,9 @@
  * small open-addressing tables of indexes; a queue is a ring buffer of
  * task ids.  Queues that hold parked tasks form a circular list that
  * jf_fair_pick() walks from where the previous pick stopped, so every
- * queue is visited once per pass whatever the others hold.
+ * queue is visited once per pass whatever the others hold.  A small table
+ * of the busiest origins (claimed + parked) follows every change of an
+ * origin's counts, for the metrics (jf_fair_busiest).
  *
  *-------------------------------------------------------------------------
  */
@@ -23,7 +25,7 @@
 #define NONE UINT32_MAX
 /* most tasks taken from one queue per visit: finer turns, fairer passes */
 #define QUANTUM 64
-#define MAX_ORIGIN 300
+#define MAX_ORIGIN JF_FAIR_ORIGIN_MAX
 
 typedef struct Host
 {
@@ -32,6 +34,8 @@ typedef struct Host
 	int			claimed;
 	int			owners;			/* queues on this origin with tasks parked or
 								 * claimed: the owners sharing it now */
+	int			parked;			/* tasks parked in those queues */
+	int			top;			/* its slot in JfFair.top, or -1 */
 } Host;
 
 typedef struct Owner
@@ -82,6 +86,9 @@ struct JfFair
 	int			claimed;
 	size_t		parked;
 	size_t		bytes;			/* what the arrays, indexes and buffers hold */
+	uint32_t	top[JF_FAIR_TOP];	/* the busiest hosts, in no order */
+	int			ntop;
+	uint32_t	sweep;			/* next host jf_fair_busiest() looks at */
 };
 
 static uint32_t
@@ -281,6 +288,7 @@ find_host(JfFair *f, const char *origin)
 		return NONE;
 	f->bytes += strlen(origin) + 1;
 	host->hash = h;
+	host->top = -1;
 	f->host_index.slots[s] = ++f->nhosts;
 	f->host_index.used++;
 	return f->nhosts - 1;
@@ -389,6 +397,55 @@ circle_remove(JfFair *f, uint32_t i)
 	f->nactive--;
 }
 
+static int
+host_load(const JfFair *f, uint32_t i)
+{
+	return f->hosts[i].claimed + f->hosts[i].parked;
+}
+
+/*
+ * Keep the table of the busiest hosts in step with a change of host i's
+ * load: an idle host leaves it, and a host outside it takes the place of
+ * the least busy one if it now has more.  A member whose load fell stays
+ * until something busier comes along; jf_fair_busiest() sweeps for hosts
+ * that became busier than it without changing since.
+ */
+static void
+top_note(JfFair *f, uint32_t i)
+{
+	Host	   *h = &f->hosts[i];
+	int			load = host_load(f, i);
+	int			least = 0;
+	int			k;
+
+	if (h->top >= 0)
+	{
+		if (load == 0)
+		{
+			f->top[h->top] = f->top[--f->ntop];
+			f->hosts[f->top[h->top]].top = h->top;
+			h->top = -1;
+		}
+		return;
+	}
+	if (load == 0)
+		return;
+	if (f->ntop < JF_FAIR_TOP)
+	{
+		h->top = f->ntop;
+		f->top[f->ntop++] = i;
+		return;
+	}
+	for (k = 1; k < f->ntop; k++)
+		if (host_load(f, f->top[k]) < host_load(f, f->top[least]))
+			least = k;
+	if (load <= host_load(f, f->top[least]))
+		return;
+	f->hosts[f->top[least]].top = -1;
+	f->top[least] = i;
+	h->top = least;
+}
+
 bool
 jf_fair_push(JfFair *f, uint32_t queue, uint64_t id)
 {
@@ -415,6 +472,8 @@ jf_fair_push(JfFair *f, uint32_t queue, uint64_t id)
 	q->ids[(q->head + q->count) % q->cap] = id;
 	q->count++;
 	f->parked++;
+	f->hosts[q->host].parked++;
+	top_note(f, q->host);
 	if (!q->active)
 		circle_insert(f, queue);
 	return true;
@@ -473,6 +532,7 @@ jf_fair_pick(JfFair *f, JfFairPick *out, int max, JfFairTake take, void *arg)
 			q->head = (q->head + 1) % q->cap;
 			q->count--;
 			f->parked--;
+			h->parked--;
 			if (take != NULL && !take(id, arg))
 				continue;
 			out[n].id = id;
@@ -485,6 +545,7 @@ jf_fair_pick(JfFair *f, JfFairPick *out, int max, JfFairTake take, void *arg)
 		q->claimed += took;
 		f->claimed += took;
 		global_room -= took;
+		top_note(f, q->host);
 		/* emptied by stale entries alone: no longer among the origin's owners */
 		if (q->count == 0 && q->claimed == 0)
 			h->owners--;
@@ -515,6 +576,7 @@ jf_fair_release(JfFair *f, uint32_t queue)
 	f->claimed--;
 	if (q->claimed == 0 && q->count == 0)
 		f->hosts[q->host].owners--;
+	top_note(f, q->host);
 }
 
 
@@ -536,6 +598,42 @@ jf_fair_drop_parked(JfFair *f)
 	f->cursor = NONE;
 	f->nactive = 0;
 	f->parked = 0;
+	for (i = 0; i < f->nhosts; i++)
+	{
+		f->hosts[i].parked = 0;
+		top_note(f, i);
+	}
+}
+
+int
+jf_fair_busiest(JfFair *f, JfFairLoad *out, int sweep)
+{
+	int			n;
+	int			k;
+
+	for (k = 0; k < sweep && (uint32_t) k < f->nhosts; k++)
+	{
+		if (f->sweep >= f->nhosts)
+			f->sweep = 0;
+		top_note(f, f->sweep++);
+	}
+	/* most first; equal loads by origin, so that the order is stable */
+	for (n = 0; n < f->ntop; n++)
+	{
+		Host	   *h = &f->hosts[f->top[n]];
+		JfFairLoad	x = {h->origin, h->claimed, h->parked};
+
+		for (k = n; k > 0; k--)
+		{
+			int			d = (out[k - 1].claimed + out[k - 1].parked) - (x.claimed + x.parked);
+
+			if (d > 0 || (d == 0 && strcmp(out[k - 1].origin, x.origin) <= 0))
+				break;
+			out[k] = out[k - 1];
+		}
+		out[k] = x;
+	}
+	return n;
 }
 
 size_t

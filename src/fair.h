@@ -34,6 +34,18 @@
 
 typedef struct JfFair JfFair;
 
+/* The longest origin key, and how many of the busiest origins are kept. */
+#define JF_FAIR_ORIGIN_MAX 300
+#define JF_FAIR_TOP 10
+
+/* One of the busiest origins (jf_fair_busiest). */
+typedef struct JfFairLoad
+{
+	const char *origin;			/* "scheme://host:port", valid while f is */
+	int			claimed;		/* picked and not yet released: in flight */
+	int			parked;			/* due and waiting for a place */
+} JfFairLoad;
+
 typedef struct JfFairConfig
 {
 	int			max_in_flight;	/* >= 1 */
@@ -82,6 +94,16 @@ extern void jf_fair_release(JfFair *f, uint32_t queue);
 
 /* Forget every parked task (their ids no longer mean anything). */
 extern void jf_fair_drop_parked(JfFair *f);
+
+/*
+ * The busiest origins by claimed + parked, most first, at most JF_FAIR_TOP
+ * (origins with nothing claimed or parked are never among them).  The
+ * table is kept as counts change, in O(JF_FAIR_TOP) per change; an origin
+ * whose count stopped changing while others fell below it is found again
+ * by a sweep over sweep more origins on each call: while counts stay put,
+ * the table is exact again after nhosts / sweep calls at the most.
+ */
+extern int	jf_fair_busiest(JfFair *f, JfFairLoad *out, int sweep);
 
 extern size_t jf_fair_parked(const JfFair *f);
 extern int	jf_fair_claimed(const JfFair *f);

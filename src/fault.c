@@ -15,6 +15,7 @@
 #include "fault.h"
 
 char	   *jobflow_inject_error = NULL;
+char	   *jobflow_test_doh_url = NULL;
 
 /* the point already raised at, since the setting last changed */
 static bool fired = false;
@@ -34,6 +35,12 @@ jf_fault_define_guc(void)
 							   &jobflow_inject_error, "",
 							   PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							   NULL, assign_inject_error, NULL);
+	DefineCustomStringVariable("jobflow.test_doh_url",
+							   "Resolves the worker's host names by DNS over HTTPS at this URL, for tests.",
+							   "Empty: the system's resolver.",
+							   &jobflow_test_doh_url, "",
+							   PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
 }
 
 /* Raise the injected error if point is the one named. */

@@ -9,12 +9,18 @@
  * turn, before_claim, claim, after_claim, flush, after_flush, housekeeping,
  * load, startup.
  *
+ * jobflow.test_doh_url (superuser only, not in SHOW ALL) makes the worker
+ * resolve host names by DNS over HTTPS at that URL instead of the
+ * system's resolver: a URL that answers nothing makes every name lookup
+ * fail without any DNS server being asked (numeric hosts need no lookup).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef JOBFLOW_FAULT_H
 #define JOBFLOW_FAULT_H
 
 extern char *jobflow_inject_error;
+extern char *jobflow_test_doh_url;
 
 extern void jf_fault_define_guc(void);
 extern void jf_fault(const char *point);

@@ -386,7 +386,8 @@ static bool
 apply_config(JfHttp *h, const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 {
 	char	   *ua,
-			   *proxy;
+			   *proxy,
+			   *doh_url;
 	JfNet	   *deny;
 	int			ndeny;
 	struct curl_slist *resolve;
@@ -406,6 +407,14 @@ apply_config(JfHttp *h, const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 		set_err(errbuf, errlen, "out of memory");
 		return false;
 	}
+	if (!jf_http_dup_opt(cfg->doh_url && cfg->doh_url[0] ? cfg->doh_url : NULL, &doh_url))
+	{
+		free(deny);
+		free(ua);
+		free(proxy);
+		set_err(errbuf, errlen, "out of memory");
+		return false;
+	}
 	resolve = NULL;
 	for (int i = 0; cfg->resolve && cfg->resolve[i]; i++)
 	{
@@ -417,6 +426,7 @@ apply_config(JfHttp *h, const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 			free(deny);
 			free(ua);
 			free(proxy);
+			free(doh_url);
 			set_err(errbuf, errlen, "out of memory");
 			return false;
 		}
@@ -424,9 +434,11 @@ apply_config(JfHttp *h, const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 	}
 	free(h->user_agent);
 	free(h->proxy);
+	free(h->doh_url);
 	free(h->deny);
 	curl_slist_free_all(h->resolve);
 	h->resolve = resolve;
+	h->doh_url = doh_url;
 	h->follow_cross_origin = cfg->follow_cross_origin;
 	h->user_agent = ua;
 	h->proxy = proxy;
@@ -540,6 +552,7 @@ jf_http_destroy(JfHttp *h)
 	close(h->epfd);
 	free(h->user_agent);
 	free(h->proxy);
+	free(h->doh_url);
 	free(h->deny);
 	curl_slist_free_all(h->resolve);
 	free(h);

@@ -58,6 +58,30 @@ typedef enum JfHttpErrorKind
 								 * while that is not allowed */
 } JfHttpErrorKind;
 
+/*
+ * What a finished request counts as in the metrics: the class of its
+ * status, or what kept it from an answer.  Every result lands in exactly
+ * one class (jf_http_result_class); see the README's "Metrics".
+ */
+typedef enum JfHttpClass
+{
+	JF_CLASS_2XX,
+	JF_CLASS_3XX,
+	JF_CLASS_4XX,
+	JF_CLASS_5XX,
+	JF_CLASS_TIMEOUT,			/* timeout_ms elapsed, in any phase */
+	JF_CLASS_CONNECT,			/* refused or unreachable */
+	JF_CLASS_DNS,				/* the name (or the proxy's) did not resolve */
+	JF_CLASS_TLS,				/* handshake, certificate or other TLS failure */
+	JF_CLASS_DENIED,			/* refused before sending: a denied address
+								 * or an invalid request */
+	JF_CLASS_NO_ANSWER,
+	JF_CLASS_REDIRECT,			/* a redirect not followed */
+	JF_CLASS_OTHER,				/* protocol errors, resets, a status under
+								 * 200, out of memory... */
+	JF_NCLASS
+} JfHttpClass;
+
 typedef struct JfHttp JfHttp;
 
 typedef struct JfHttpConfig
@@ -89,6 +113,9 @@ typedef struct JfHttpConfig
 	const char *const *resolve; /* NULL, or NULL-terminated "host:port:addr"
 								 * entries (CURLOPT_RESOLVE): fixed answers
 								 * instead of DNS, for tests */
+	const char *doh_url;		/* NULL or "": the system's resolver; else
+								 * names are resolved by DNS over HTTPS at
+								 * this URL (CURLOPT_DOH_URL), for tests */
 } JfHttpConfig;
 
 typedef struct JfHttpRequest
@@ -175,6 +202,10 @@ extern void jf_http_perform(JfHttp *h);
 /* Pops one finished result; free it with jf_http_result_free(). */
 extern bool jf_http_next_result(JfHttp *h, JfHttpResult *out);
 extern void jf_http_result_free(JfHttpResult *r);
+
+/* The metrics class of a result, and its label ("2xx", "dns", ...). */
+extern JfHttpClass jf_http_result_class(const JfHttpResult *r);
+extern const char *jf_http_class_name(JfHttpClass c);
 
 /*
  * Calls fn(user, arg) for every request still waiting in the dispatcher's

@@ -92,6 +92,7 @@ struct JfHttp
 	struct curl_slist *resolve;	/* CURLOPT_RESOLVE entries, or NULL */
 	char	   *user_agent;
 	char	   *proxy;
+	char	   *doh_url;		/* NULL: the system's resolver */
 	bool		timer_set;
 	int64_t		timer_deadline_us;	/* CLOCK_MONOTONIC */
 	uint64_t	next_seq;

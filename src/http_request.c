@@ -583,6 +583,83 @@ jf_http_req_complete(JfHttp *h, JfReq *r, CURLcode rc)
 	finish_req(h, r);
 }
 
+/*
+ * The metrics class of a result.  The error kind decides first (it says
+ * why jobflow stopped a transfer, whatever code curl then gave); a
+ * connection or transport failure is then told apart by curl's code, so
+ * that a name that does not resolve, a refused port and a bad certificate
+ * are three different things on a dashboard.  Codes not named here are
+ * "other" (protocol errors, resets, out of memory, ...).
+ */
+JfHttpClass
+jf_http_result_class(const JfHttpResult *r)
+{
+	switch ((JfHttpErrorKind) r->error_kind)
+	{
+		case JF_HTTP_OK:
+			return r->http_status >= 600 ? JF_CLASS_OTHER :
+				r->http_status >= 500 ? JF_CLASS_5XX :
+				r->http_status >= 400 ? JF_CLASS_4XX :
+				r->http_status >= 300 ? JF_CLASS_3XX :
+				r->http_status >= 200 ? JF_CLASS_2XX : JF_CLASS_OTHER;
+		case JF_HTTP_TIMEOUT:
+			return JF_CLASS_TIMEOUT;
+		case JF_HTTP_INVALID:
+			return JF_CLASS_DENIED;
+		case JF_HTTP_NO_ANSWER:
+			return JF_CLASS_NO_ANSWER;
+		case JF_HTTP_REDIRECT:
+			return JF_CLASS_REDIRECT;
+		case JF_HTTP_CONNECT:
+		case JF_HTTP_OTHER:
+			break;
+	}
+	switch ((CURLcode) r->curl_code)
+	{
+		case CURLE_COULDNT_RESOLVE_HOST:
+		case CURLE_COULDNT_RESOLVE_PROXY:
+			return JF_CLASS_DNS;
+		case CURLE_COULDNT_CONNECT:
+		case CURLE_QUIC_CONNECT_ERROR:
+			return JF_CLASS_CONNECT;
+		case CURLE_OPERATION_TIMEDOUT:
+			return JF_CLASS_TIMEOUT;
+		case CURLE_SSL_CONNECT_ERROR:
+		case CURLE_SSL_ENGINE_NOTFOUND:
+		case CURLE_SSL_ENGINE_SETFAILED:
+		case CURLE_SSL_CERTPROBLEM:
+		case CURLE_SSL_CIPHER:
+		case CURLE_PEER_FAILED_VERIFICATION:
+		case CURLE_USE_SSL_FAILED:
+		case CURLE_SSL_ENGINE_INITFAILED:
+		case CURLE_SSL_CACERT_BADFILE:
+		case CURLE_SSL_SHUTDOWN_FAILED:
+		case CURLE_SSL_CRL_BADFILE:
+		case CURLE_SSL_ISSUER_ERROR:
+		case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+		case CURLE_SSL_INVALIDCERTSTATUS:
+		case CURLE_SSL_CLIENTCERT:
+#if LIBCURL_VERSION_NUM >= 0x080800
+		case CURLE_ECH_REQUIRED:
+#endif
+			return JF_CLASS_TLS;
+		default:
+			return JF_CLASS_OTHER;
+	}
+}
+
+/* The class's label in jobflow.metrics(), e.g. outcomes_total{class="dns"}. */
+const char *
+jf_http_class_name(JfHttpClass c)
+{
+	static const char *const names[JF_NCLASS] = {
+		"2xx", "3xx", "4xx", "5xx", "timeout", "connect", "dns", "tls",
+		"denied", "no_answer", "redirect", "other"
+	};
+
+	return (int) c >= 0 && c < JF_NCLASS ? names[c] : "other";
+}
+
 /* ---------------------------------------------------------------------
  * curl callbacks
  * ---------------------------------------------------------------------
@@ -761,6 +838,10 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	SETOPT(CURLOPT_PREREQDATA, r);
 	if (h->resolve)
 		SETOPT(CURLOPT_RESOLVE, h->resolve);
+	if (h->doh_url)
+		SETOPT(CURLOPT_DOH_URL, h->doh_url);
+	else
+		(void) curl_easy_setopt(e, CURLOPT_DOH_URL, (char *) NULL); /* a pooled handle's */
 	/* a slow DNS lookup must not make curl join its resolver thread */
 	(void) curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
 

@@ -14,7 +14,10 @@
  * Times are observed in microseconds and shown in seconds, as Prometheus
  * wants; buckets are fixed (1 ms to 5 min) so that every scrape of every
  * server can be aggregated.  No figure names a task, a URL or an owner:
- * jobflow_monitor reads all of this and no task contents.
+ * jobflow_monitor reads all of this and no task contents.  The busiest
+ * origins are labelled with their origin alone (scheme://host:port, no
+ * path, query or credentials), published by the worker at most once a
+ * second from its fair share's small table of them (fair.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -27,6 +30,11 @@
 #include "utils/builtins.h"
 #include "utils/float.h"
 #include "utils/tuplestore.h"
+#include "worker.h"
+
+/* the busiest origins: published at most this often, sweeping this many */
+#define HOSTS_PUBLISH_MS 1000
+#define HOSTS_SWEEP 1024
 
 static const double bucket_ms[JF_HIST_BUCKETS] = {
 	1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000
@@ -46,11 +54,6 @@ static const char *const hist_help[JF_NHIST] = {
 	"Time one turn of the worker's loop took, waiting excluded."
 };
 
-static const char *const class_name[JF_NCLASS] = {
-	"2xx", "3xx", "4xx", "5xx", "timeout", "connect", "denied", "no_answer",
-	"redirect", "other"
-};
-
 /* Zero every figure; at shared memory creation. */
 void
 jf_metrics_shmem_init(JfMetricsShared *m)
@@ -68,6 +71,8 @@ jf_metrics_shmem_init(JfMetricsShared *m)
 		pg_atomic_init_u64(&m->outcomes[i], 0);
 	for (i = 0; i < JF_NCOUNT; i++)
 		pg_atomic_init_u64(&m->counters[i], 0);
+	pg_atomic_init_u32(&m->hosts_changecount, 0);
+	m->nhosts = 0;
 }
 
 /* One observation of a histogram, in microseconds (negative counts as 0). */
@@ -85,46 +90,115 @@ jf_metrics_observe(JfHistId h, int64 us)
 	pg_atomic_fetch_add_u64(&hs->sum_us, (uint64) us);
 }
 
-/* The class of a finished request: its status, or what went wrong. */
+/* A finished request, counted in its class (see jf_http_result_class). */
 void
-jf_metrics_outcome(int error_kind, int http_status)
+jf_metrics_outcome(const JfHttpResult *r)
 {
-	JfOutcomeClass c;
-
-	switch (error_kind)
-	{
-		case JF_HTTP_OK:
-			c = http_status >= 500 ? JF_CLASS_5XX :
-				http_status >= 400 ? JF_CLASS_4XX :
-				http_status >= 300 ? JF_CLASS_3XX :
-				http_status >= 200 ? JF_CLASS_2XX : JF_CLASS_OTHER;
-			break;
-		case JF_HTTP_TIMEOUT:
-			c = JF_CLASS_TIMEOUT;
-			break;
-		case JF_HTTP_CONNECT:
-			c = JF_CLASS_CONNECT;
-			break;
-		case JF_HTTP_INVALID:
-			c = JF_CLASS_DENIED;
-			break;
-		case JF_HTTP_NO_ANSWER:
-			c = JF_CLASS_NO_ANSWER;
-			break;
-		case JF_HTTP_REDIRECT:
-			c = JF_CLASS_REDIRECT;
-			break;
-		default:
-			c = JF_CLASS_OTHER;
-			break;
-	}
-	pg_atomic_fetch_add_u64(&jobflow_shared->metrics.outcomes[c], 1);
+	pg_atomic_fetch_add_u64(&jobflow_shared->metrics.outcomes[jf_http_result_class(r)], 1);
 }
 
 void
 jf_metrics_count(JfCounterId c, uint64 n)
 {
 	pg_atomic_fetch_add_u64(&jobflow_shared->metrics.counters[c], n);
+}
+
+/*
+ * The worker's own: when it may publish the busiest origins next, and
+ * whether what is published may show some (true at its start: an earlier
+ * worker's may still be there).
+ */
+static int64 hosts_next_ms = 0;
+static bool hosts_shown = true;
+
+/*
+ * Publish the busiest origins (the worker, once per turn).  At most once a
+ * second, so that a busy loop pays for it rarely; each time the fair share
+ * also sweeps HOSTS_SWEEP more origins for ones its table missed.
+ */
+void
+jf_metrics_publish_hosts(JfFair *f)
+{
+	JfMetricsShared *m = &jobflow_shared->metrics;
+	JfFairLoad	top[JF_FAIR_TOP];
+	int64		now = jf_now_ms();
+	int			n;
+	int			i;
+
+	if (f == NULL || now < hosts_next_ms)
+		return;
+	hosts_next_ms = now + HOSTS_PUBLISH_MS;
+	n = jf_fair_busiest(f, top, HOSTS_SWEEP);
+	if (n == 0 && !hosts_shown)
+		return;
+	pg_atomic_fetch_add_u32(&m->hosts_changecount, 1);	/* a full barrier */
+	for (i = 0; i < n; i++)
+	{
+		strlcpy(m->hosts[i].origin, top[i].origin, sizeof(m->hosts[i].origin));
+		m->hosts[i].in_flight = top[i].claimed;
+		m->hosts[i].queued = top[i].parked;
+	}
+	m->nhosts = n;
+	pg_write_barrier();
+	pg_atomic_fetch_add_u32(&m->hosts_changecount, 1);
+	hosts_shown = n > 0;
+}
+
+/*
+ * When the worker must wake to publish again: while anything is claimed
+ * or parked, or the last publication still shows origins; never when
+ * idle with nothing shown.
+ */
+int64
+jf_metrics_hosts_deadline(const JfFair *f)
+{
+	if (f != NULL && (hosts_shown || jf_fair_claimed(f) > 0 || jf_fair_parked(f) > 0))
+		return hosts_next_ms;
+	return PG_INT64_MAX;
+}
+
+/* A consistent copy of the published origins; retries while one is written. */
+static int
+read_hosts(JfMetricsShared *m, JfHostShared *out)
+{
+	for (;;)
+	{
+		uint32		before = pg_atomic_read_u32(&m->hosts_changecount);
+		int			n;
+		int			i;
+
+		pg_read_barrier();
+		n = Min(Max(m->nhosts, 0), JF_FAIR_TOP);
+		memcpy(out, m->hosts, sizeof(JfHostShared) * n);
+		pg_read_barrier();
+		if ((before & 1) == 0 && before == pg_atomic_read_u32(&m->hosts_changecount))
+		{
+			for (i = 0; i < n; i++)
+				out[i].origin[sizeof(out[i].origin) - 1] = '\0';
+			return n;
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/* host="origin", escaped as the Prometheus text format wants. */
+static void
+host_label(StringInfo buf, const char *origin)
+{
+	const char *p;
+
+	resetStringInfo(buf);
+	appendStringInfoString(buf, "host=\"");
+	for (p = origin; *p; p++)
+	{
+		if (*p == '\\' || *p == '"')
+			appendStringInfoChar(buf, '\\');
+		if (*p == '\n')
+			appendStringInfoString(buf, "\\n");
+		else
+			appendStringInfoChar(buf, *p);
+	}
+	appendStringInfoChar(buf, '"');
 }
 
 /*
@@ -256,6 +330,39 @@ histogram(Emitter *em, JfHistId h)
 	sample(em, name, NULL, (double) total, hist_help[h]);
 }
 
+/*
+ * Requests in flight and queued for each of the busiest origins (none
+ * while no worker runs: what was published is gone with it).
+ */
+static void
+busiest_hosts(Emitter *em, bool worker_up)
+{
+	static const char *const help_in_flight =
+		"HTTP requests being sent or awaiting their answer, for each of the busiest origins (at most 10, by requests in flight and queued; updated once a second).";
+	static const char *const help_queued =
+		"Due tasks waiting for a place under the concurrency caps, for each of the busiest origins (at most 10, by requests in flight and queued; updated once a second).";
+	JfHostShared hosts[JF_FAIR_TOP];
+	StringInfoData label;
+	int			n = worker_up ? read_hosts(&jobflow_shared->metrics, hosts) : 0;
+	int			i;
+
+	initStringInfo(&label);
+	family(em, "jobflow_host_requests_in_flight", "gauge", help_in_flight);
+	for (i = 0; i < n; i++)
+	{
+		host_label(&label, hosts[i].origin);
+		sample(em, "jobflow_host_requests_in_flight", label.data, hosts[i].in_flight,
+			   help_in_flight);
+	}
+	family(em, "jobflow_host_requests_queued", "gauge", help_queued);
+	for (i = 0; i < n; i++)
+	{
+		host_label(&label, hosts[i].origin);
+		sample(em, "jobflow_host_requests_queued", label.data, hosts[i].queued, help_queued);
+	}
+	pfree(label.data);
+}
+
 /* Every figure, in one order for both forms. */
 static void
 emit_all(Emitter *em)
@@ -275,6 +382,7 @@ emit_all(Emitter *em)
 		  "HTTP requests being sent or awaiting their answer.");
 	gauge(em, "jobflow_requests_queued", (double) pg_atomic_read_u64(&s->queued),
 		  "Due tasks waiting for a place under the concurrency caps.");
+	busiest_hosts(em, pid != 0);
 	gauge(em, "jobflow_wheel_tasks", (double) pg_atomic_read_u64(&s->wheel_tasks),
 		  "Pending tasks held in the worker's time wheel.");
 	gauge(em, "jobflow_buffered_outcomes", (double) pg_atomic_read_u64(&s->buffered_rows),
@@ -288,7 +396,7 @@ emit_all(Emitter *em)
 	{
 		char		labels[32];
 
-		snprintf(labels, sizeof(labels), "class=\"%s\"", class_name[i]);
+		snprintf(labels, sizeof(labels), "class=\"%s\"", jf_http_class_name(i));
 		sample(em, "jobflow_outcomes_total", labels,
 			   (double) pg_atomic_read_u64(&m->outcomes[i]),
 			   "Finished requests by class: HTTP status class, or what prevented an answer.");

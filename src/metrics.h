@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * metrics.h
- *	  The worker's histograms and counters in shared memory (metrics.c),
- *	  shown by jobflow.metrics() and the jobflow.stats view.
+ *	  The worker's histograms, counters and busiest origins in shared
+ *	  memory (metrics.c), shown by jobflow.metrics() and jobflow.stats.
  *
  *-------------------------------------------------------------------------
  */
@@ -10,6 +10,9 @@
 #define JOBFLOW_METRICS_H
 
 #include "port/atomics.h"
+
+#include "fair.h"
+#include "http.h"
 
 /* Bucket upper bounds, in milliseconds; one more bucket holds the rest. */
 #define JF_HIST_BUCKETS 16
@@ -22,22 +25,6 @@ typedef enum JfHistId
 	JF_HIST_TURN,				/* one turn of the loop, waiting excluded */
 	JF_NHIST
 } JfHistId;
-
-typedef enum JfOutcomeClass
-{
-	JF_CLASS_2XX,
-	JF_CLASS_3XX,
-	JF_CLASS_4XX,
-	JF_CLASS_5XX,
-	JF_CLASS_TIMEOUT,
-	JF_CLASS_CONNECT,			/* DNS failure, refused, unreachable */
-	JF_CLASS_DENIED,			/* refused before sending: a denied address
-								 * or an invalid request */
-	JF_CLASS_NO_ANSWER,
-	JF_CLASS_REDIRECT,			/* a redirect not followed */
-	JF_CLASS_OTHER,				/* TLS, protocol, reset... */
-	JF_NCLASS
-} JfOutcomeClass;
 
 typedef enum JfCounterId
 {
@@ -52,18 +39,37 @@ typedef struct JfHistShared
 	pg_atomic_uint64 sum_us;
 } JfHistShared;
 
+/* One of the busiest origins, as last published by the worker. */
+typedef struct JfHostShared
+{
+	char		origin[JF_FAIR_ORIGIN_MAX];
+	int32		in_flight;
+	int32		queued;
+} JfHostShared;
+
 typedef struct JfMetricsShared
 {
 	JfHistShared hist[JF_NHIST];
-	pg_atomic_uint64 outcomes[JF_NCLASS];
+	pg_atomic_uint64 outcomes[JF_NCLASS];	/* by JfHttpClass */
 	pg_atomic_uint64 counters[JF_NCOUNT];
+
+	/*
+	 * The busiest origins, rewritten by the worker at most once a second;
+	 * odd while it writes (readers copy and retry, as with PgBackendStatus'
+	 * st_changecount).
+	 */
+	pg_atomic_uint32 hosts_changecount;
+	int			nhosts;
+	JfHostShared hosts[JF_FAIR_TOP];
 } JfMetricsShared;
 
 extern void jf_metrics_shmem_init(JfMetricsShared *m);
 
 /* the worker's writers */
 extern void jf_metrics_observe(JfHistId h, int64 us);
-extern void jf_metrics_outcome(int error_kind, int http_status);
+extern void jf_metrics_outcome(const JfHttpResult *r);
 extern void jf_metrics_count(JfCounterId c, uint64 n);
+extern void jf_metrics_publish_hosts(JfFair *f);
+extern int64 jf_metrics_hosts_deadline(const JfFair *f);
 
 #endif							/* JOBFLOW_METRICS_H */

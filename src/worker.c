@@ -161,6 +161,7 @@ worker_publish_stats(WorkerState *ws)
 		pg_atomic_write_u64(&jobflow_shared->in_flight, jf_http_in_flight(ws->http));
 		pg_atomic_write_u64(&jobflow_shared->queued,
 							jf_http_queued(ws->http) + jf_fair_parked(ws->fair));
+		jf_metrics_publish_hosts(ws->fair);
 	}
 }
 
@@ -447,6 +448,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 
 		deadline = Min(ws->next_housekeeping_ms, log_writer_deadline());
 		deadline = Min(deadline, prune_deadline());
+		deadline = Min(deadline, jf_metrics_hosts_deadline(ws->fair));
 		if (ws->rescan_soon)
 			deadline = Min(deadline, ws->last_housekeeping_ms + RESCAN_SOON_MS);
 		if (more_due || (!paused && dispatch_room_freed(ws)))

@@ -8,13 +8,21 @@
 #     pg_monitor) reads them and no task contents; the real
 #     prometheus-postgres-exporter, given prometheus/jobflow_queries.yaml,
 #     serves jobflow's figures from the test cluster in its /metrics.
+#     Outcomes of names that do not resolve count as dns and TLS failures
+#     as tls (the test never asks a DNS server: the worker resolves through
+#     jobflow.test_doh_url, a loopback port that answers nothing).  The
+#     busiest origins show their requests in flight and queued, labelled
+#     by origin alone.
 #
 # -------------------------------------------------------------------------
 
+import http.server
 import os
 import shutil
 import socket
+import ssl
 import subprocess
+import threading
 import time
 import urllib.request
 import uuid
@@ -93,6 +101,84 @@ def test_metrics_follow_callbacks(db, receiver):
     assert value(after, "jobflow_worker_up", "jobflow_worker_up") == 1
 
 
+def outcome_deltas(before, after):
+    return {s.labels["class"]: s.value - value(before, "jobflow_outcomes", "jobflow_outcomes_total",
+                                               **{"class": s.labels["class"]})
+            for s in after["jobflow_outcomes"].samples if s.name == "jobflow_outcomes_total"}
+
+
+def test_unresolvable_name_counts_as_dns(db, server, receiver):
+    """A host name that does not resolve is a dns outcome, not connect: the
+    worker resolves through a DNS-over-HTTPS URL on a closed loopback port,
+    so the lookup fails without any DNS server being asked."""
+    server.set_guc(db, "jobflow.test_doh_url", "http://127.0.0.1:%d/dns-query" % closed_port())
+    try:
+        time.sleep(0.5)            # the worker applies it on its next turn
+        before = families(db)
+        tid = schedule(db, "http://no-such-host.invalid:%d/x" % receiver.port, max_attempts=1)
+        wait_final(db, tid)
+        time.sleep(0.2)
+        after = families(db)
+    finally:
+        server.set_guc(db, "jobflow.test_doh_url", None)
+        time.sleep(0.5)
+    deltas = outcome_deltas(before, after)
+    assert deltas["dns"] == 1, deltas
+    assert sum(deltas.values()) == 1, deltas
+    assert query(db, "SELECT state FROM jobflow.tasks WHERE id = %s", (tid,))[0]["state"] == "failed"
+
+
+@pytest.fixture
+def tls_server(tmp_path):
+    """An HTTPS server on 127.0.0.1 with a self-signed certificate made for
+    the test; yields (port, list of paths it served)."""
+    cert, key = str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-keyout", key, "-out", cert],
+                   check=True, capture_output=True)
+    served = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            served.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield httpd.server_address[1], served
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_tls_failures_count_as_tls(db, receiver, tls_server):
+    """https:// to a plain-HTTP server (no TLS handshake possible) and to a
+    server whose certificate nobody signed are both tls outcomes."""
+    tls_port, served = tls_server
+    before = families(db)
+    ids = [schedule(db, "https://127.0.0.1:%d/plain" % receiver.port, max_attempts=1),
+           schedule(db, "https://127.0.0.1:%d/self-signed" % tls_port, max_attempts=1)]
+    wait_final(db, ids)
+    time.sleep(0.2)
+    after = families(db)
+    deltas = outcome_deltas(before, after)
+    assert deltas["tls"] == 2, deltas
+    assert sum(deltas.values()) == 2, deltas
+    assert served == []
+    errors = [r["last_error"] for r in
+              query(db, "SELECT last_error FROM jobflow.tasks WHERE id = ANY(%s) ORDER BY id", (ids,))]
+    assert "certificate" in errors[1].lower(), errors
+
+
 def test_stats_view_has_the_same_figures(db, receiver):
     url, _ = receiver.unique_url("/ok")
     wait_final(db, schedule(db, url))
@@ -141,6 +227,65 @@ def test_monitor_reads_figures_not_tasks(db, monitor):
                     cur.execute(sql)
         finally:
             cur.execute("RESET ROLE")
+
+
+def host_gauges(fams):
+    """{(family, host label): value} of the busiest-origin gauges."""
+    out = {}
+    for fam in ("jobflow_host_requests_in_flight", "jobflow_host_requests_queued"):
+        assert fams[fam].type == "gauge"
+        for s in fams[fam].samples:
+            assert set(s.labels) == {"host"}, s.labels
+            out[(fam, s.labels["host"])] = s.value
+    return out
+
+
+def test_busiest_hosts_in_flight_and_queued(db, server, receiver, monitor):
+    """With jobflow.max_requests_per_host = 3, eight hanging callbacks to one
+    origin show as 3 in flight and 5 queued there, two to another origin as
+    2 and 0; labels are origins (no path, query or tag); a pg_monitor member
+    sees the same in jobflow.stats; once everything ended the origins go."""
+    server.set_guc(db, "jobflow.max_requests_per_host", 3)
+    time.sleep(0.5)
+    busy = "http://127.0.0.1:%d" % receiver.port
+    other = "http://localhost:%d" % receiver.port
+    want = {("jobflow_host_requests_in_flight", busy): 3, ("jobflow_host_requests_queued", busy): 5,
+            ("jobflow_host_requests_in_flight", other): 2, ("jobflow_host_requests_queued", other): 0}
+    try:
+        hang, tag = receiver.unique_url("/hang")
+        ids = [schedule(db, hang, timeout_ms=4000, max_attempts=1) for _ in range(8)]
+        hang2, _ = receiver.unique_url("/hang", host="localhost")
+        ids += [schedule(db, hang2, timeout_ms=4000, max_attempts=1) for _ in range(2)]
+        seen = None
+        deadline = time.time() + 3.5
+        while time.time() < deadline:
+            text = one(db, "SELECT jobflow.metrics()")
+            seen = host_gauges({f.name: f for f in text_string_to_metric_families(text)})
+            if seen == want:
+                break
+            time.sleep(0.1)
+        assert seen == want, seen
+        assert tag not in text and "/hang" not in text
+        # the busier origin first, in the text as in the view
+        assert text.index('jobflow_host_requests_in_flight{host="%s"}' % busy) < \
+            text.index('jobflow_host_requests_in_flight{host="%s"}' % other)
+        with db.cursor() as cur:
+            cur.execute("SET ROLE %s" % monitor)
+            try:
+                rows = {(r["metric"], r["labels"]): r["value"] for r in query(
+                    db, "SELECT metric, labels, value FROM jobflow.stats WHERE metric LIKE 'host\\_%'")}
+            finally:
+                cur.execute("RESET ROLE")
+        assert rows.get(("host_requests_in_flight", 'host="%s"' % busy)) in (3, 2, 1, 0), rows
+        assert rows.get(("host_requests_queued", 'host="%s"' % busy)) in (5, 4, 3, 2), rows
+    finally:
+        server.set_guc(db, "jobflow.max_requests_per_host", None)
+    wait_final(db, ids, timeout=20)
+    deadline = time.time() + 5
+    while time.time() < deadline and seen:
+        seen = {k: v for k, v in host_gauges(families(db)).items() if k[1] in (busy, other)}
+        time.sleep(0.2)
+    assert seen == {}, seen
 
 
 def free_port():

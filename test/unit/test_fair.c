@@ -4,13 +4,16 @@
  *	  Unit tests of the fair-share picker (src/fair.c): origins, due order
  *	  within a queue, per-origin, per-owner and global limits, round-robin
  *	  among queues, stale entries, and nothing claimed beyond what can be
- *	  sent at once.
+ *	  sent at once; the busiest origins, kept as counts change and
+ *	  swept for.
  *
  *-------------------------------------------------------------------------
  */
 #include "fair.h"
 #include "unit.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAXPICK 20000
@@ -247,6 +250,177 @@ test_shared_origin(void)
 	jf_fair_destroy(f);
 }
 
+/* Origin n's queue of owner 1, created on first use. */
+static uint32_t
+queue_n(JfFair *f, int n)
+{
+	char		url[64];
+
+	snprintf(url, sizeof(url), "http://h%d:80/path?q=%d", n, n);
+	return jf_fair_queue(f, 1, url);
+}
+
+/*
+ * The busiest origins with their claimed (in flight) and parked (queued)
+ * counts, most first, at most JF_FAIR_TOP; idle origins leave; an origin
+ * that fell out while others were busier is found again by the sweep.
+ */
+static void
+test_busiest(void)
+{
+	JfFairConfig c = config(1000, 5, 1000);
+	JfFair	   *f = jf_fair_create(&c);
+	JfFairLoad	top[JF_FAIR_TOP];
+	uint32_t	q[12];
+	int			n;
+	int			k;
+
+	CHECK(jf_fair_busiest(f, top, 100) == 0);
+	/* origin i gets i + 1 tasks: 12 origins, the 10 busiest are 11 .. 2 */
+	for (k = 0; k < 12; k++)
+	{
+		q[k] = queue_n(f, k);
+		for (n = 0; n <= k; n++)
+			jf_fair_push(f, q[k], (uint64_t) (k * 100 + n));
+	}
+	n = jf_fair_busiest(f, top, 0);
+	CHECKF(n == JF_FAIR_TOP, "%d", n);
+	for (k = 0; k < n; k++)
+	{
+		char		want[32];
+
+		snprintf(want, sizeof(want), "http://h%d:80", 11 - k);
+		CHECKF(strcmp(top[k].origin, want) == 0, "%d: %s", k, top[k].origin);
+		CHECKF(top[k].claimed == 0 && top[k].parked == 12 - k, "%d: %d %d", k,
+			   top[k].claimed, top[k].parked);
+	}
+	/* picking moves tasks from parked to claimed (5 per origin at most) */
+	jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
+	n = jf_fair_busiest(f, top, 0);
+	CHECKF(strcmp(top[0].origin, "http://h11:80") == 0 && top[0].claimed == 5 &&
+		   top[0].parked == 7, "%s %d %d", top[0].origin, top[0].claimed, top[0].parked);
+	CHECKF(strcmp(top[9].origin, "http://h2:80") == 0 && top[9].claimed == 3 &&
+		   top[9].parked == 0, "%s %d %d", top[9].origin, top[9].claimed, top[9].parked);
+	/* origins 2 .. 11 finish everything: 0 and 1 were never in the table */
+	for (k = 2; k < 12; k++)
+	{
+		int			left = k + 1;
+
+		while (left > 0)
+		{
+			int			got = 0;
+
+			for (n = 0; n < 5 && n < left; n++)
+				jf_fair_release(f, q[k]);
+			left -= n;
+			got = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
+			(void) got;
+		}
+	}
+	CHECKF(jf_fair_busiest(f, top, 0) == 0, "%d", jf_fair_busiest(f, top, 0));
+	/* the sweep finds them, 1 before 0 */
+	n = jf_fair_busiest(f, top, 12);
+	CHECKF(n == 2 && strcmp(top[0].origin, "http://h1:80") == 0 && top[0].claimed == 2 &&
+		   strcmp(top[1].origin, "http://h0:80") == 0 && top[1].claimed == 1, "%d", n);
+	/* dropping parked tasks empties the counts of origins with nothing claimed */
+	jf_fair_push(f, q[3], 1);
+	jf_fair_drop_parked(f);
+	n = jf_fair_busiest(f, top, 0);
+	CHECKF(n == 2 && top[0].parked == 0 && top[1].parked == 0, "%d", n);
+	jf_fair_destroy(f);
+}
+
+/*
+ * Random pushes, picks and releases over many origins: after a sweep over
+ * every origin, the table holds exactly the busiest loads; between sweeps
+ * each of its counts is right.
+ */
+static void
+test_busiest_random(void)
+{
+	enum { HOSTS = 300 };
+	JfFairConfig c = config(400, 4, 400);
+	JfFair	   *f = jf_fair_create(&c);
+	JfFairLoad	top[JF_FAIR_TOP];
+	uint32_t	q[HOSTS];
+	int			claimed[HOSTS] = {0};
+	int			parked[HOSTS] = {0};
+	uint64_t	id = 0;
+	int			round;
+	int			k;
+
+	srand(7);
+	for (k = 0; k < HOSTS; k++)
+		q[k] = queue_n(f, k);
+	for (round = 0; round < 300; round++)
+	{
+		int			pushes = rand() % 200;
+		int			n;
+		int			loads[HOSTS];
+		int			sorted[JF_FAIR_TOP];
+
+		for (k = 0; k < pushes; k++)
+		{
+			int			h = rand() % (rand() % 2 ? 20 : HOSTS);
+
+			jf_fair_push(f, q[h], id++);
+			parked[h]++;
+		}
+		n = jf_fair_pick(f, picks, rand() % 300, NULL, NULL);
+		for (k = 0; k < n; k++)
+		{
+			uint32_t	h;
+
+			for (h = 0; q[h] != picks[k].queue; h++)
+				;
+			parked[h]--;
+			claimed[h]++;
+		}
+		for (k = 0; k < HOSTS; k++)
+		{
+			int			done = claimed[k] > 0 ? rand() % (claimed[k] + 1) : 0;
+
+			claimed[k] -= done;
+			while (done-- > 0)
+				jf_fair_release(f, q[k]);
+		}
+		n = jf_fair_busiest(f, top, round % 10 == 9 ? HOSTS : 16);
+		for (k = 0; k < n; k++)
+		{
+			int			h = atoi(top[k].origin + strlen("http://h"));
+
+			CHECKF(top[k].claimed == claimed[h] && top[k].parked == parked[h],
+				   "round %d h%d: %d/%d, want %d/%d", round, h, top[k].claimed,
+				   top[k].parked, claimed[h], parked[h]);
+			CHECK(claimed[h] + parked[h] > 0);
+			if (k > 0)
+				CHECK(top[k - 1].claimed + top[k - 1].parked >= top[k].claimed + top[k].parked);
+		}
+		if (round % 10 != 9)
+			continue;
+		/* after a full sweep: the JF_FAIR_TOP largest loads, exactly */
+		for (k = 0; k < HOSTS; k++)
+			loads[k] = claimed[k] + parked[k];
+		for (k = 0; k < JF_FAIR_TOP; k++)
+		{
+			int			best = 0;
+
+			for (int h = 1; h < HOSTS; h++)
+				if (loads[h] > loads[best])
+					best = h;
+			sorted[k] = loads[best];
+			loads[best] = -1;
+		}
+		for (k = 0; k < JF_FAIR_TOP; k++)
+		{
+			int			got = k < n ? top[k].claimed + top[k].parked : 0;
+
+			CHECKF(got == sorted[k], "round %d rank %d: %d, want %d", round, k, got, sorted[k]);
+		}
+	}
+	jf_fair_destroy(f);
+}
+
 int
 main(void)
 {
@@ -257,5 +431,7 @@ main(void)
 	test_stale();
 	test_claimed_is_sendable();
 	test_shared_origin();
+	test_busiest();
+	test_busiest_random();
 	return unit_done("test_fair");
 }

@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
 #include "http.h"
 #include "http_harness.h"
 #include "unit.h"
@@ -698,6 +700,116 @@ test_cross_origin_redirects(void)
 	free(json);
 }
 
+/*
+ * Every result lands in one metrics class: the kind decides first, then
+ * curl's code tells a name that did not resolve, a refused port and a TLS
+ * failure apart; real transfers show the same (a name resolved through a
+ * DNS-over-HTTPS URL that answers nothing, https:// to a plain-HTTP
+ * server, a closed port).
+ */
+static void
+test_outcome_classes(void)
+{
+	static const int tls_codes[] = {
+		CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
+		CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR,
+		CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CLIENTCERT,
+		CURLE_SSL_SHUTDOWN_FAILED, CURLE_SSL_ENGINE_NOTFOUND, CURLE_USE_SSL_FAILED
+	};
+	JfHttpResult r;
+	JfHttpConfig cfg = default_config();
+	JfHttp	   *h;
+	Collected  *c = calloc(1, sizeof(Collected));
+	char		doh[96],
+				u1[96],
+				u2[96],
+				u3[96];
+	int			cp = closed_port();
+	int			seen[JF_NCLASS] = {0};
+
+	memset(&r, 0, sizeof(r));
+	r.error_kind = JF_HTTP_OK;
+	r.http_status = 204;
+	CHECK(jf_http_result_class(&r) == JF_CLASS_2XX);
+	r.http_status = 301;
+	CHECK(jf_http_result_class(&r) == JF_CLASS_3XX);
+	r.http_status = 429;
+	CHECK(jf_http_result_class(&r) == JF_CLASS_4XX);
+	r.http_status = 599;
+	CHECK(jf_http_result_class(&r) == JF_CLASS_5XX);
+	r.http_status = 101;
+	CHECK(jf_http_result_class(&r) == JF_CLASS_OTHER);
+	r.http_status = 0;
+	r.error_kind = JF_HTTP_CONNECT;
+	r.curl_code = CURLE_COULDNT_RESOLVE_HOST;
+	CHECK(jf_http_result_class(&r) == JF_CLASS_DNS);
+	r.curl_code = CURLE_COULDNT_RESOLVE_PROXY;
+	CHECK(jf_http_result_class(&r) == JF_CLASS_DNS);
+	r.curl_code = CURLE_COULDNT_CONNECT;
+	CHECK(jf_http_result_class(&r) == JF_CLASS_CONNECT);
+	r.error_kind = JF_HTTP_OTHER;
+	for (size_t i = 0; i < sizeof(tls_codes) / sizeof(tls_codes[0]); i++)
+	{
+		r.curl_code = tls_codes[i];
+		CHECKF(jf_http_result_class(&r) == JF_CLASS_TLS, "curl code %d", tls_codes[i]);
+	}
+	r.curl_code = CURLE_RECV_ERROR;
+	CHECK(jf_http_result_class(&r) == JF_CLASS_OTHER);
+	/* jobflow's own reasons win over the code curl stopped with */
+	r.error_kind = JF_HTTP_INVALID;
+	r.curl_code = CURLE_COULDNT_CONNECT;
+	CHECK(jf_http_result_class(&r) == JF_CLASS_DENIED);
+	r.error_kind = JF_HTTP_NO_ANSWER;
+	r.curl_code = CURLE_ABORTED_BY_CALLBACK;
+	CHECK(jf_http_result_class(&r) == JF_CLASS_NO_ANSWER);
+	r.error_kind = JF_HTTP_REDIRECT;
+	CHECK(jf_http_result_class(&r) == JF_CLASS_REDIRECT);
+	r.error_kind = JF_HTTP_TIMEOUT;
+	r.curl_code = CURLE_OPERATION_TIMEDOUT;
+	CHECK(jf_http_result_class(&r) == JF_CLASS_TIMEOUT);
+	/* every code of every kind has one class with a name of its own */
+	for (int kind = JF_HTTP_OK; kind <= JF_HTTP_REDIRECT; kind++)
+		for (int code = 0; code < CURL_LAST; code++)
+		{
+			JfHttpClass k;
+
+			r.error_kind = kind;
+			r.curl_code = code;
+			r.http_status = kind == JF_HTTP_OK ? 200 : 0;
+			k = jf_http_result_class(&r);
+			CHECK((int) k >= 0 && k < JF_NCLASS);
+			seen[k] = 1;
+		}
+	for (int k = 0; k < JF_NCLASS; k++)
+		for (int j = 0; j < k; j++)
+			CHECK(strcmp(jf_http_class_name(k), jf_http_class_name(j)) != 0);
+	CHECK(seen[JF_CLASS_DNS] && seen[JF_CLASS_TLS] && seen[JF_CLASS_CONNECT]);
+	CHECK(strcmp(jf_http_class_name(JF_CLASS_DNS), "dns") == 0);
+	CHECK(strcmp(jf_http_class_name(JF_CLASS_TLS), "tls") == 0);
+
+	/* real transfers; no DNS server is asked: the DoH URL is loopback */
+	snprintf(doh, sizeof(doh), "http://127.0.0.1:%d/dns-query", cp);
+	cfg.doh_url = doh;
+	h = make(&cfg);
+	snprintf(u1, sizeof(u1), "http://no-such-host.invalid:%d/x", port);
+	snprintf(u2, sizeof(u2), "https://127.0.0.1:%d/ok", port);
+	snprintf(u3, sizeof(u3), "http://127.0.0.1:%d/x", cp);
+	submit(h, 1, u1, "GET", NULL, 0, NULL, 5000);
+	submit(h, 2, u2, "GET", NULL, 0, NULL, 5000);
+	submit(h, 3, u3, "GET", NULL, 0, NULL, 5000);
+	run_until(h, c, 3, 8000);
+	CHECK(c->n == 3);
+	CHECKF(by_id(c, 1) && jf_http_result_class(by_id(c, 1)) == JF_CLASS_DNS,
+		   "%d %s", by_id(c, 1) ? by_id(c, 1)->curl_code : -1, by_id(c, 1) ? by_id(c, 1)->error : "");
+	CHECK(by_id(c, 1) && by_id(c, 1)->error_kind == JF_HTTP_CONNECT);
+	CHECKF(by_id(c, 2) && jf_http_result_class(by_id(c, 2)) == JF_CLASS_TLS,
+		   "%d %s", by_id(c, 2) ? by_id(c, 2)->curl_code : -1, by_id(c, 2) ? by_id(c, 2)->error : "");
+	CHECK(by_id(c, 3) && jf_http_result_class(by_id(c, 3)) == JF_CLASS_CONNECT);
+	collected_free(c);
+	free(c);
+	jf_http_destroy(h);
+}
+
 int
 main(void)
 {
@@ -720,6 +832,7 @@ main(void)
 	test_unspecified_refused();
 	test_deny_applies_to_reused();
 	test_cross_origin_redirects();
+	test_outcome_classes();
 
 	harness_stop();
 	return unit_done("test_http_requests");
