@@ -107,9 +107,13 @@ def test_long_transaction_committing_near_due_time_notifies(db, connect, receive
     url, tag = receiver.unique_url("/ok")
     txn = connect(autocommit=False)
     with txn.cursor() as cur:
-        cur.execute("SELECT jobflow.schedule(%s, run_at => clock_timestamp() + interval '4 s'),"
-                    "       extract(epoch FROM clock_timestamp() + interval '4 s')", (url,))
-        task_id, due = cur.fetchone()
+        cur.execute("SELECT jobflow.schedule(%s, run_at => clock_timestamp() + interval '4 s')",
+                    (url,))
+        task_id = cur.fetchone()[0]
+        # the task's own due time (a second clock reading would be later)
+        cur.execute("SELECT extract(epoch FROM run_at) FROM jobflow.tasks WHERE id = %s",
+                    (task_id,))
+        due = cur.fetchone()[0]
     time.sleep(3.7)
     txn.commit()
     req = receiver.wait_for(lambda r: ("t=" + tag) in r["query"], timeout=10)[0]
