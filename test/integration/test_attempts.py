@@ -84,6 +84,8 @@ def test_kill9_interrupts_only_what_was_sent(connect, receiver, server):
     unsent = [k for k in interrupted if k not in got]
     # interrupted: the requests in flight, and attempts whose outcome (written
     # asynchronously) the crash lost; all of them reached the receiver, but
-    # for a claim committing in the instant of the kill
-    assert len(unsent) <= 5, "%d of %d interrupted attempts never reached the receiver" % (
+    # for one claim (at most the host's 64 places) killed between its commit
+    # and its requests leaving: on a loaded machine that window is several
+    # ms.  Claiming ahead, as 0.1.0 did, leaves thousands unsent.
+    assert len(unsent) <= 64, "%d of %d interrupted attempts never reached the receiver" % (
         len(unsent), len(interrupted))
