@@ -386,8 +386,8 @@ static int
 claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 {
 	TimestampTz claim_start;
-	Datum		values[3];
-	Oid			types[3] = {INT8ARRAYOID, TIMESTAMPTZOID, TEXTOID};
+	Datum		values[2];
+	Oid			types[2] = {INT8ARRAYOID, TIMESTAMPTZOID};
 	int			ret;
 	uint64		i;
 	int			k;
@@ -410,13 +410,13 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 		 * The claim must fetch its ids through the primary key, whatever
 		 * the statistics say: statistics from a moment when few tasks were
 		 * pending make the partial index on pending tasks' run_at look
-		 * tiny, and a claim through it filters every due task (28 ms for
-		 * 64 rows behind a 20,000-task burst, against 2 ms).  So the state
-		 * is a parameter, from which no partial index predicate can be
-		 * proven.  A generic plan: it is made once.  SKIP LOCKED: a task some
-		 * transaction holds (a cancel in progress, a SELECT ... FOR
-		 * UPDATE) must not stall every other task; it stays pending and is
-		 * tried again a little later.
+		 * tiny, and a claim through it reads every due task (28 ms for 64
+		 * rows behind a 20,000-task burst, against 2 ms).  So the state is
+		 * compared as text (JF_PENDING_SQL), from which no partial index
+		 * predicate can be proven.  A generic plan: it is made once.  SKIP
+		 * LOCKED: a task some transaction holds (a cancel in progress, a
+		 * SELECT ... FOR UPDATE) must not stall every other task; it stays
+		 * pending and is tried again a little later.
 		 */
 		SPIPlanPtr	plan = SPI_prepare_cursor(
 			"UPDATE jobflow.tasks t"
@@ -424,7 +424,7 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"       updated_at = pg_catalog.now()"
 			"  FROM (SELECT d.id FROM jobflow.tasks d"
 			"         WHERE d.id OPERATOR(pg_catalog.=) ANY ($1) AND d.run_at <= $2"
-			"           AND d.state = $3::pg_catalog.text::jobflow.task_state"
+			"           AND " JF_PENDING_SQL("d")
 			"           AND EXISTS (SELECT 1 FROM pg_catalog.pg_authid a WHERE a.oid = d.owner)"
 			"         FOR UPDATE SKIP LOCKED) c"
 			" WHERE t.id = c.id"
@@ -440,7 +440,7 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"              FROM jobflow.secrets x WHERE x.owner = t.owner"
 			"               AND x.name IN (SELECT h.value OPERATOR(pg_catalog.->>) 'secret'"
 			"                                FROM pg_catalog.jsonb_each(t.headers) h))",
-			3, types, CURSOR_OPT_GENERIC_PLAN);
+			2, types, CURSOR_OPT_GENERIC_PLAN);
 
 		if (plan == NULL)
 			elog(ERROR, "could not prepare the claim statement: %s",
@@ -454,7 +454,6 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 		ids[k] = Int64GetDatum((int64) picks[k].id);
 	values[0] = PointerGetDatum(construct_array(ids, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	values[1] = TimestampTzGetDatum(jf_ms_to_ts(now_ms));
-	values[2] = CStringGetTextDatum("pending");
 	claim_start = GetCurrentTimestamp();
 	ret = SPI_execute_plan(claim_plan, values, NULL, false, 0);
 	if (ret != SPI_OK_UPDATE_RETURNING)

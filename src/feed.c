@@ -302,7 +302,7 @@ feed_recheck(WorkerState *ws, Datum ids, int64 now_ms)
 	int			ret;
 
 	ret = SPI_execute_with_args("SELECT " LOAD_COLUMNS " FROM jobflow.tasks t"
-								" WHERE t.id = ANY($1) AND t.state = 'pending'",
+								" WHERE t.id = ANY($1) AND " JF_PENDING_SQL("t"),
 								1, types, values, NULL, true, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "recheck of unclaimed tasks failed: %s", SPI_result_code_string(ret));
@@ -593,7 +593,7 @@ load_chunk(WorkerState *ws)
 			  "SELECT " LOAD_COLUMNS
 			  "  FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::bigint[])) AS r(lo, hi)"
 			  "  JOIN jobflow.tasks t ON t.id BETWEEN r.lo AND r.hi"
-			  " WHERE t.state = 'pending' AND t.run_at < $3",
+			  " WHERE " JF_PENDING_SQL("t") " AND t.run_at < $3",
 			  3, types, values);
 	jf_xact_commit();
 

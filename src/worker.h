@@ -30,6 +30,15 @@
 #define JF_WHEEL_HORIZON_MS ((int64) 86400 * 1000 + 60 * 1000)
 
 /*
+ * "alias is pending", for the worker's statements that fetch tasks by id:
+ * compared as text, so that no plan can go through the partial index on
+ * pending tasks' run_at, which statistics taken while few tasks were
+ * pending make look tiny, and which would then be read whole for each
+ * statement (every due task, at every claim of a backlog).
+ */
+#define JF_PENDING_SQL(alias) alias ".state::pg_catalog.text = 'pending'"
+
+/*
  * Rounding up: a task due at 12:00:00.000400 must not fire at 12:00:00.000,
  * so its tick is 12:00:00.001.
  */
