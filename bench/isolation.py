@@ -12,6 +12,7 @@
 #
 # -------------------------------------------------------------------------
 
+import os
 import socket
 import time
 
@@ -107,6 +108,10 @@ def run_isolation(b, seconds):
         ("d: 200,000 overdue, one host", backlog),
         ("e: tenant locks every relation", locks),
     ]
+    # BENCH_ISO_ONLY=c,d: the baseline and those scenarios only
+    only = [x for x in os.environ.get("BENCH_ISO_ONLY", "").split(",") if x]
+    if only:
+        scenarios = [s for s in scenarios if s[1] is None or s[0].split(":")[0] in only]
     rows = []
     for i, (name, setup) in enumerate(scenarios):
         b.progress("isolation %s: victim %d/s for %d s" % (name, RATE, seconds))
