@@ -127,7 +127,8 @@ def test_outcomes_never_land_on_a_new_incarnation(db, receiver, server):
 
 
 def worker_backend(db):
-    return scalar(db, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'jobflow worker'")
+    return scalar(db, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'jobflow worker'"
+                      " AND datname = current_database()")
 
 
 def test_worker_waits_quietly_after_drop_extension(db, receiver, server):

@@ -177,7 +177,7 @@ def template(server, tmp_path_factory):
     subprocess.run(cmd, check=True, capture_output=True)
     with open(os.path.join(data, "postgresql.conf"), "a") as f:
         f.write("listen_addresses = ''\nshared_preload_libraries = 'jobflow'\n"
-                "jobflow.database_name = 'target'\nfsync = off\n"
+                "fsync = off\n"
                 "jobflow.reconcile_interval = 1s\nlog_line_prefix = '%m [%p] %q%a '\n")
     yield data
     shutil.rmtree(base, ignore_errors=True)
