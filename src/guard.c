@@ -26,8 +26,8 @@
  * them and pauses such timers.  Every worker transaction first locks the
  * extension it serves (jf_guard_check_incarnation): if that extension was
  * dropped, the transaction fails before touching anything, and the worker
- * forgets what it held for it (outcomes in flight included) and waits for
- * the next CREATE EXTENSION.
+ * forgets what it held for it (outcomes in flight included); it serves a
+ * new CREATE EXTENSION there, or exits and frees its slot (launcher.c).
  *
  *-------------------------------------------------------------------------
  */

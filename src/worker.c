@@ -301,8 +301,8 @@ shut_down(WorkerState *ws, WaitEventSet *wes)
  * of a transaction, before it touched anything).  Whatever the worker held
  * for it goes: buffered outcomes and orphans now, results of requests still
  * in flight as they arrive (their generation is over), wheel entries by a
- * full reload.  Then it waits, quietly, for CREATE EXTENSION, and serves
- * the new one from scratch.
+ * full reload.  Then, if CREATE EXTENSION ran again meanwhile, it serves
+ * the new one from scratch; if not, it exits and frees its slot.
  */
 static void
 serve_again(WorkerState *ws)
