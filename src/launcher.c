@@ -985,7 +985,13 @@ handle(Request *r, DbInfo *dbs, int ndbs)
 	return false;
 }
 
-/* Slots whose database vanished without a word (a crash, say) are freed. */
+/*
+ * Slots whose database vanished without a word (a crash, say) are freed,
+ * and those of databases no worker may connect to any more (ALTER
+ * DATABASE ... ALLOW_CONNECTIONS false or IS_TEMPLATE true) once their
+ * worker is not running: its restarts would fail to connect, again and
+ * again.
+ */
 static void
 free_vanished(DbInfo *dbs, int ndbs)
 {
@@ -993,9 +999,18 @@ free_vanished(DbInfo *dbs, int ndbs)
 
 	for (i = 0; i < jobflow_max_databases; i++)
 	{
-		Oid			dboid = ls->slots[i].dboid;
+		JobflowShared *s = &ls->slots[i];
+		Oid			dboid = s->dboid;
+		DbInfo	   *db;
+		pid_t		pid;
 
-		if (OidIsValid(dboid) && find_db(dbs, ndbs, dboid) == NULL)
+		if (!OidIsValid(dboid))
+			continue;
+		db = find_db(dbs, ndbs, dboid);
+		SpinLockAcquire(&s->mutex);
+		pid = s->worker_pid;
+		SpinLockRelease(&s->mutex);
+		if (db == NULL || (!db->servable && pid == 0))
 			free_slot(dboid);
 	}
 }
