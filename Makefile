@@ -17,6 +17,7 @@ OBJS = \
 	src/task_check.o \
 	src/worker.o \
 	src/launcher.o \
+	src/launcher_hook.o \
 	src/compat.o \
 	src/schema_version.o \
 	src/guard.o \

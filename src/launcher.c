@@ -25,12 +25,12 @@
  * DROP DATABASE, CREATE DATABASE ... TEMPLATE, ALTER DATABASE RENAME and
  * SET TABLESPACE fail while another session is connected to the database
  * (and PostgreSQL 15 cannot be told to end a background worker for them).
- * The utility hook (guard.c) of the backend running one of them holds the
- * database first: no worker or probe starts there, its worker is told to
- * stop, and the statement waits for it to exit.  The hold ends with the
- * transaction, which asks the launcher to look at the database again
- * (serving it if it still exists with the extension, freeing its slot if
- * it is gone).
+ * The utility hook (guard.c, launcher_hook.c) of the backend running one
+ * of them holds the database first: no worker or probe starts there, its
+ * worker is told to stop, and the statement waits for it to exit.  The
+ * hold ends with the transaction, which asks the launcher to look at the
+ * database again (serving it if it still exists with the extension,
+ * freeing its slot if it is gone).
  *
  * Locking: one spinlock (JfLauncherShared.mutex) protects the requests,
  * the holds and the assignment fields of every slot (dboid, incarnation,
@@ -42,9 +42,9 @@
  *-------------------------------------------------------------------------
  */
 #include "launcher.h"
+#include "launcher_internal.h"
 #include "compat.h"
 
-#include <signal.h>
 
 #include "access/heapam.h"
 #include "access/htup_details.h"
@@ -52,11 +52,8 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_database.h"
-#include "commands/dbcommands.h"
-#include "commands/defrem.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
-#include "nodes/parsenodes.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
@@ -66,77 +63,20 @@
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "tcop/tcopprot.h"
-#include "utils/acl.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
-#include "utils/syscache.h"
 
-#define MAX_REQUESTS 256		/* beyond: every database is probed again */
-#define MAX_HOLDS 32			/* databases held at once, cluster-wide */
 #define MAX_PROBES 2			/* probe workers at once */
 #define MAX_PENDING 1024		/* requests the launcher keeps for later */
 #define RETRY_MS 1000			/* a worker or probe that could not start */
 #define CHECK_MS 10000			/* slots of vanished databases are freed */
-#define HOLD_EXTRA_MS 10000		/* a held worker's exit, after its grace */
 
-typedef enum RequestKind
-{
-	REQ_PROBE,					/* see whether the database has jobflow */
-	REQ_SERVE					/* it has: serve it */
-} RequestKind;
-
-typedef struct Request
-{
-	Oid			dboid;
-	RequestKind kind;
-} Request;
-
-typedef struct JfLauncherShared
-{
-	slock_t		mutex;
-	pid_t		launcher_pid;
-	Latch	   *launcher_latch;
-	uint32		next_incarnation;
-	uint32		freed;			/* slots freed so far */
-	int			nrequests;
-	bool		overflowed;		/* requests were lost: probe everything */
-	Request		requests[MAX_REQUESTS];
-	struct
-	{
-		Oid			dboid;
-		pid_t		pid;		/* the backend holding it; 0: free */
-	}			holds[MAX_HOLDS];
-	JobflowShared slots[FLEXIBLE_ARRAY_MEMBER];
-} JfLauncherShared;
-
-/* what a worker is started for, in bgw_extra */
-typedef struct WorkerExtra
-{
-	Oid			dboid;
-	uint32		incarnation;
-} WorkerExtra;
-
-static JfLauncherShared *ls = NULL;
+JfLauncherShared *jf_ls = NULL;
 
 /* the worker's own slot */
 static int	my_slot = -1;
 static WorkerExtra my_extra;
-
-/* this backend's requests, sent when its transaction ends */
-#define MAX_LOCAL 16
-static struct
-{
-	Oid			serve[MAX_LOCAL];
-	int			nserve;
-	Oid			probe[MAX_LOCAL];
-	int			nprobe;
-	Oid			recheck[MAX_LOCAL];
-	int			nrecheck;
-	Oid			held[MAX_LOCAL];
-	int			nheld;
-	bool		callback;
-}			local;
 
 Size
 jf_launcher_shmem_size(void)
@@ -152,15 +92,15 @@ jf_launcher_shmem_init(void)
 	bool		found;
 	int			i;
 
-	ls = ShmemInitStruct("jobflow launcher", jf_launcher_shmem_size(), &found);
+	jf_ls = ShmemInitStruct("jobflow launcher", jf_launcher_shmem_size(), &found);
 	if (found)
 		return;
-	memset(ls, 0, offsetof(JfLauncherShared, slots));
-	SpinLockInit(&ls->mutex);
+	memset(jf_ls, 0, offsetof(JfLauncherShared, slots));
+	SpinLockInit(&jf_ls->mutex);
 	/* unlike any incarnation a worker registered before a crash carries */
-	ls->next_incarnation = (uint32) (GetCurrentTimestamp() / 1000);
+	jf_ls->next_incarnation = (uint32) (GetCurrentTimestamp() / 1000);
 	for (i = 0; i < jobflow_max_databases; i++)
-		jobflow_init_slot(&ls->slots[i]);
+		jobflow_init_slot(&jf_ls->slots[i]);
 }
 
 /* From _PG_init: the launcher, started with the server, restarted at once. */
@@ -190,34 +130,34 @@ jf_db_slot(Oid dboid)
 {
 	int			i;
 
-	if (ls == NULL || !OidIsValid(dboid))
+	if (jf_ls == NULL || !OidIsValid(dboid))
 		return NULL;
 	for (i = 0; i < jobflow_max_databases; i++)
-		if (ls->slots[i].dboid == dboid)
-			return &ls->slots[i];
+		if (jf_ls->slots[i].dboid == dboid)
+			return &jf_ls->slots[i];
 	return NULL;
 }
 
-/* ls->mutex held */
-static bool
-is_held(Oid dboid)
+/* jf_ls->mutex held */
+bool
+jf_launcher_is_held(Oid dboid)
 {
 	int			i;
 
 	for (i = 0; i < MAX_HOLDS; i++)
-		if (ls->holds[i].pid != 0 && ls->holds[i].dboid == dboid)
+		if (jf_ls->holds[i].pid != 0 && jf_ls->holds[i].dboid == dboid)
 			return true;
 	return false;
 }
 
-/* ls->mutex held */
-static int
-slot_index(Oid dboid)
+/* jf_ls->mutex held */
+int
+jf_launcher_slot_index(Oid dboid)
 {
 	int			i;
 
 	for (i = 0; i < jobflow_max_databases; i++)
-		if (ls->slots[i].dboid == dboid)
+		if (jf_ls->slots[i].dboid == dboid)
 			return i;
 	return -1;
 }
@@ -226,24 +166,24 @@ slot_index(Oid dboid)
  * Hand the launcher a request and wake it.  Cannot fail (it runs at
  * commit): a full queue makes the launcher probe every database.
  */
-static void
-post_request(Oid dboid, RequestKind kind)
+void
+jf_launcher_post(Oid dboid, RequestKind kind)
 {
 	Latch	   *latch;
 
-	if (ls == NULL || !OidIsValid(dboid))
+	if (jf_ls == NULL || !OidIsValid(dboid))
 		return;
-	SpinLockAcquire(&ls->mutex);
-	if (ls->nrequests < MAX_REQUESTS)
+	SpinLockAcquire(&jf_ls->mutex);
+	if (jf_ls->nrequests < MAX_REQUESTS)
 	{
-		ls->requests[ls->nrequests].dboid = dboid;
-		ls->requests[ls->nrequests].kind = kind;
-		ls->nrequests++;
+		jf_ls->requests[jf_ls->nrequests].dboid = dboid;
+		jf_ls->requests[jf_ls->nrequests].kind = kind;
+		jf_ls->nrequests++;
 	}
 	else
-		ls->overflowed = true;
-	latch = ls->launcher_latch;
-	SpinLockRelease(&ls->mutex);
+		jf_ls->overflowed = true;
+	latch = jf_ls->launcher_latch;
+	SpinLockRelease(&jf_ls->mutex);
 	if (latch != NULL)
 		SetLatch(latch);
 }
@@ -271,18 +211,18 @@ jf_worker_attach(Datum main_arg, Oid *dboid)
 	memcpy(&my_extra, MyBgworkerEntry->bgw_extra, sizeof(my_extra));
 	if (i < 0 || i >= jobflow_max_databases)
 		proc_exit(0);
-	s = &ls->slots[i];
-	SpinLockAcquire(&ls->mutex);
+	s = &jf_ls->slots[i];
+	SpinLockAcquire(&jf_ls->mutex);
 	ours = s->dboid == my_extra.dboid && s->incarnation == my_extra.incarnation;
 	SpinLockAcquire(&s->mutex);
-	if (ours && s->worker_pid == 0 && !is_held(my_extra.dboid))
+	if (ours && s->worker_pid == 0 && !jf_launcher_is_held(my_extra.dboid))
 	{
 		s->worker_pid = MyProcPid;
 		s->worker_latch = MyLatch;
 		SpinLockRelease(&s->mutex);
 		fresh = s->served_incarnation != my_extra.incarnation;
 		s->served_incarnation = my_extra.incarnation;
-		SpinLockRelease(&ls->mutex);
+		SpinLockRelease(&jf_ls->mutex);
 		if (fresh)
 			jobflow_reset_slot(s);
 		my_slot = i;
@@ -292,12 +232,12 @@ jf_worker_attach(Datum main_arg, Oid *dboid)
 	if (ours && s->worker_pid == 0)
 		s->registered = false;	/* held: the hold's end registers anew */
 	SpinLockRelease(&s->mutex);
-	SpinLockRelease(&ls->mutex);
+	SpinLockRelease(&jf_ls->mutex);
 	proc_exit(0);
 	return NULL;				/* keep compiler quiet */
 }
 
-/* ls->mutex held: whether the slot is still the one this worker took */
+/* jf_ls->mutex held: whether the slot is still the one this worker took */
 static bool
 still_ours(JobflowShared *s)
 {
@@ -313,8 +253,8 @@ jf_worker_detach(void)
 
 	if (my_slot < 0)
 		return;
-	s = &ls->slots[my_slot];
-	SpinLockAcquire(&ls->mutex);
+	s = &jf_ls->slots[my_slot];
+	SpinLockAcquire(&jf_ls->mutex);
 	SpinLockAcquire(&s->mutex);
 	if (s->worker_pid == MyProcPid)
 	{
@@ -323,7 +263,7 @@ jf_worker_detach(void)
 		was = true;
 	}
 	SpinLockRelease(&s->mutex);
-	SpinLockRelease(&ls->mutex);
+	SpinLockRelease(&jf_ls->mutex);
 	if (!was)
 		return;
 	pg_atomic_write_u64(&s->horizon_end_ms, 0);
@@ -343,12 +283,12 @@ jf_worker_detach(void)
 void
 jf_worker_clear_requested(void)
 {
-	JobflowShared *s = &ls->slots[my_slot];
+	JobflowShared *s = &jf_ls->slots[my_slot];
 
-	SpinLockAcquire(&ls->mutex);
+	SpinLockAcquire(&jf_ls->mutex);
 	if (still_ours(s))
 		s->requested = false;
-	SpinLockRelease(&ls->mutex);
+	SpinLockRelease(&jf_ls->mutex);
 }
 
 /*
@@ -359,20 +299,20 @@ jf_worker_clear_requested(void)
 bool
 jf_worker_release(void)
 {
-	JobflowShared *s = &ls->slots[my_slot];
+	JobflowShared *s = &jf_ls->slots[my_slot];
 	Latch	   *latch;
 
-	SpinLockAcquire(&ls->mutex);
+	SpinLockAcquire(&jf_ls->mutex);
 	if (still_ours(s))
 	{
 		if (s->requested)
 		{
-			SpinLockRelease(&ls->mutex);
+			SpinLockRelease(&jf_ls->mutex);
 			return false;
 		}
 		s->dboid = InvalidOid;
 		s->registered = false;
-		ls->freed++;
+		jf_ls->freed++;
 	}
 	SpinLockAcquire(&s->mutex);
 	if (s->worker_pid == MyProcPid)
@@ -381,8 +321,8 @@ jf_worker_release(void)
 		s->worker_latch = NULL;
 	}
 	SpinLockRelease(&s->mutex);
-	latch = ls->launcher_latch;
-	SpinLockRelease(&ls->mutex);
+	latch = jf_ls->launcher_latch;
+	SpinLockRelease(&jf_ls->mutex);
 	if (latch != NULL)
 		SetLatch(latch);
 	return true;
@@ -401,16 +341,16 @@ jf_worker_exit_code(void)
 
 	if (my_slot < 0)
 		return 0;
-	s = &ls->slots[my_slot];
-	SpinLockAcquire(&ls->mutex);
+	s = &jf_ls->slots[my_slot];
+	SpinLockAcquire(&jf_ls->mutex);
 	if (!still_ours(s))
 		code = 0;
-	else if (is_held(my_extra.dboid))
+	else if (jf_launcher_is_held(my_extra.dboid))
 	{
 		s->registered = false;
 		code = 0;
 	}
-	SpinLockRelease(&ls->mutex);
+	SpinLockRelease(&jf_ls->mutex);
 	return code;
 }
 
@@ -419,291 +359,7 @@ bool
 jf_worker_recheck_pending(void)
 {
 	return my_slot >= 0 &&
-		pg_atomic_exchange_u32(&ls->slots[my_slot].recheck, 0) != 0;
-}
-
-/* ----------------------------------------------------------------------
- * Backends: requests at commit, holds, the cap at CREATE EXTENSION
- * ---------------------------------------------------------------------- */
-
-/* Wake a database's worker to look at its extension (after DROP EXTENSION). */
-static void
-recheck(Oid dboid)
-{
-	JobflowShared *s = jf_db_slot(dboid);
-	Latch	   *latch = NULL;
-
-	if (s == NULL)
-		return;
-	pg_atomic_write_u32(&s->recheck, 1);
-	SpinLockAcquire(&s->mutex);
-	if (s->dboid == dboid)
-		latch = s->worker_latch;
-	SpinLockRelease(&s->mutex);
-	if (latch != NULL)
-		SetLatch(latch);
-}
-
-/*
- * The transaction ends: holds end either way (and the launcher looks at
- * the databases held again); what a committed transaction asked for goes
- * to the launcher or the worker.  Nothing here can fail.
- */
-static void
-launcher_xact_callback(XactEvent event, void *arg)
-{
-	bool		commit;
-	int			i;
-
-	switch (event)
-	{
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PARALLEL_COMMIT:
-		case XACT_EVENT_PREPARE:
-			commit = true;
-			break;
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PARALLEL_ABORT:
-			commit = false;
-			break;
-		default:
-			return;
-	}
-	if (local.nheld > 0)
-	{
-		SpinLockAcquire(&ls->mutex);
-		for (i = 0; i < MAX_HOLDS; i++)
-			if (ls->holds[i].pid == MyProcPid)
-				ls->holds[i].pid = 0;
-		SpinLockRelease(&ls->mutex);
-		for (i = 0; i < local.nheld; i++)
-			post_request(local.held[i], REQ_PROBE);
-	}
-	if (commit)
-	{
-		for (i = 0; i < local.nserve; i++)
-			post_request(local.serve[i], REQ_SERVE);
-		for (i = 0; i < local.nprobe; i++)
-			post_request(local.probe[i], REQ_PROBE);
-		for (i = 0; i < local.nrecheck; i++)
-			recheck(local.recheck[i]);
-	}
-	local.nheld = local.nserve = local.nprobe = local.nrecheck = 0;
-}
-
-static void
-remember(Oid *list, int *n, Oid dboid)
-{
-	if (ls == NULL || !OidIsValid(dboid))
-		return;
-	if (!local.callback)
-	{
-		RegisterXactCallback(launcher_xact_callback, NULL);
-		local.callback = true;
-	}
-	if (*n < MAX_LOCAL)
-		list[(*n)++] = dboid;
-}
-
-/*
- * DROP DATABASE and the like need the database to themselves: hold it (no
- * worker or probe starts there until this transaction ends), tell its
- * worker to stop and wait for it to exit.  Only the database's owner (or
- * a superuser) holds it: anyone else's statement fails its own privilege
- * check, and must not stop the worker meanwhile.
- */
-static void
-hold(Oid dboid)
-{
-	TimestampTz give_up;
-	pid_t		pid = 0;
-	int			i;
-	int			idx;
-	bool		recorded = false;
-
-	if (ls == NULL || !OidIsValid(dboid) || !jf_database_owned(dboid))
-		return;
-	remember(local.held, &local.nheld, dboid);
-	SpinLockAcquire(&ls->mutex);
-	for (i = 0; i < MAX_HOLDS && !recorded; i++)
-	{
-		if (ls->holds[i].pid == 0)
-		{
-			ls->holds[i].pid = MyProcPid;
-			ls->holds[i].dboid = dboid;
-			recorded = true;
-		}
-	}
-	idx = slot_index(dboid);
-	if (idx >= 0)
-	{
-		SpinLockAcquire(&ls->slots[idx].mutex);
-		pid = ls->slots[idx].worker_pid;
-		SpinLockRelease(&ls->slots[idx].mutex);
-	}
-	SpinLockRelease(&ls->mutex);
-	if (pid == 0)
-		return;
-	if (!recorded)
-		ereport(WARNING,
-				(errmsg("jobflow cannot hold more than %d databases at once", MAX_HOLDS),
-				 errdetail("The worker of this database may start again before the statement runs.")));
-
-	/* the worker takes up to jobflow.shutdown_grace for requests in flight */
-	(void) kill(pid, SIGTERM);
-	give_up = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										  jobflow_shutdown_grace_ms + HOLD_EXTRA_MS);
-	for (;;)
-	{
-		JobflowShared *s = &ls->slots[idx];
-
-		SpinLockAcquire(&s->mutex);
-		pid = s->dboid == dboid ? s->worker_pid : 0;
-		SpinLockRelease(&s->mutex);
-		if (pid == 0 || GetCurrentTimestamp() >= give_up)
-			break;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 10, jf_wait_event(JF_WAIT_WORKER_EXIT));
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	}
-}
-
-static Oid
-database_option(List *options, const char *name)
-{
-	ListCell   *lc;
-
-	foreach(lc, options)
-	{
-		DefElem    *d = (DefElem *) lfirst(lc);
-
-		if (strcmp(d->defname, name) == 0 && d->arg != NULL)
-			return get_database_oid(defGetString(d), true);
-	}
-	return InvalidOid;
-}
-
-static bool
-has_option(List *options, const char *name)
-{
-	ListCell   *lc;
-
-	foreach(lc, options)
-		if (strcmp(((DefElem *) lfirst(lc))->defname, name) == 0)
-			return true;
-	return false;
-}
-
-/* Before a statement: hold the databases it needs to itself. */
-void
-jf_launcher_utility_before(Node *parsetree)
-{
-	switch (nodeTag(parsetree))
-	{
-		case T_DropdbStmt:
-			hold(get_database_oid(((DropdbStmt *) parsetree)->dbname, true));
-			break;
-		case T_CreatedbStmt:
-			hold(database_option(((CreatedbStmt *) parsetree)->options, "template"));
-			break;
-		case T_RenameStmt:
-			if (((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
-				hold(get_database_oid(((RenameStmt *) parsetree)->subname, true));
-			break;
-		case T_AlterDatabaseStmt:
-			if (has_option(((AlterDatabaseStmt *) parsetree)->options, "tablespace"))
-				hold(get_database_oid(((AlterDatabaseStmt *) parsetree)->dbname, true));
-			break;
-		default:
-			break;
-	}
-}
-
-/*
- * CREATE EXTENSION jobflow: say now if this database will not be served
- * (a template, or every slot taken by other databases).
- */
-static void
-warn_if_unserved(void)
-{
-	HeapTuple	tup;
-	bool		template = false;
-	int			taken = 0;
-	int			i;
-	char	   *name = get_database_name(MyDatabaseId);
-
-	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(MyDatabaseId));
-	if (HeapTupleIsValid(tup))
-	{
-		template = ((Form_pg_database) GETSTRUCT(tup))->datistemplate;
-		ReleaseSysCache(tup);
-	}
-	if (template)
-	{
-		ereport(WARNING,
-				(errmsg("jobflow does not serve template database \"%s\"", name),
-				 errdetail("Tasks scheduled in a template database never fire; databases created from it have jobflow and are served.")));
-		return;
-	}
-	SpinLockAcquire(&ls->mutex);
-	for (i = 0; i < jobflow_max_databases; i++)
-	{
-		if (ls->slots[i].dboid == MyDatabaseId)
-		{
-			taken = -1;
-			break;
-		}
-		if (OidIsValid(ls->slots[i].dboid))
-			taken++;
-	}
-	SpinLockRelease(&ls->mutex);
-	if (taken >= jobflow_max_databases)
-		ereport(WARNING,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("jobflow serves at most %d databases, and as many are served: database \"%s\" is not",
-						jobflow_max_databases, name),
-				 errdetail("Tasks scheduled in this database stay pending until another database drops extension jobflow or is dropped."),
-				 errhint("Raise jobflow.max_databases (and max_worker_processes) and restart the server.")));
-}
-
-static bool
-names_jobflow(List *objects)
-{
-	ListCell   *lc;
-
-	foreach(lc, objects)
-		if (strcmp(strVal(lfirst(lc)), "jobflow") == 0)
-			return true;
-	return false;
-}
-
-/* After a statement: what the launcher or a worker must hear at commit. */
-void
-jf_launcher_utility_after(Node *parsetree)
-{
-	switch (nodeTag(parsetree))
-	{
-		case T_CreateExtensionStmt:
-			if (strcmp(((CreateExtensionStmt *) parsetree)->extname, "jobflow") == 0 && ls != NULL)
-			{
-				remember(local.serve, &local.nserve, MyDatabaseId);
-				warn_if_unserved();
-			}
-			break;
-		case T_DropStmt:
-			if (((DropStmt *) parsetree)->removeType == OBJECT_EXTENSION &&
-				names_jobflow(((DropStmt *) parsetree)->objects))
-				remember(local.recheck, &local.nrecheck, MyDatabaseId);
-			break;
-		case T_CreatedbStmt:
-			/* a copy of a database with jobflow has it too */
-			remember(local.probe, &local.nprobe,
-					 get_database_oid(((CreatedbStmt *) parsetree)->dbname, true));
-			break;
-		default:
-			break;
-	}
+		pg_atomic_exchange_u32(&jf_ls->slots[my_slot].recheck, 0) != 0;
 }
 
 /* ----------------------------------------------------------------------
@@ -718,9 +374,9 @@ jobflow_probe_main(Datum main_arg)
 	bool		exists;
 
 	BackgroundWorkerUnblockSignals();
-	SpinLockAcquire(&ls->mutex);
-	held = is_held(dboid);
-	SpinLockRelease(&ls->mutex);
+	SpinLockAcquire(&jf_ls->mutex);
+	held = jf_launcher_is_held(dboid);
+	SpinLockRelease(&jf_ls->mutex);
 	if (held)
 		proc_exit(0);
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
@@ -729,7 +385,7 @@ jobflow_probe_main(Datum main_arg)
 	exists = OidIsValid(get_extension_oid("jobflow", true));
 	CommitTransactionCommand();
 	if (exists)
-		post_request(dboid, REQ_SERVE);
+		jf_launcher_post(dboid, REQ_SERVE);
 	proc_exit(0);
 }
 
@@ -830,15 +486,15 @@ free_slot(Oid dboid)
 {
 	int			i;
 
-	SpinLockAcquire(&ls->mutex);
-	i = slot_index(dboid);
+	SpinLockAcquire(&jf_ls->mutex);
+	i = jf_launcher_slot_index(dboid);
 	if (i >= 0)
 	{
-		ls->slots[i].dboid = InvalidOid;
-		ls->slots[i].registered = false;
-		ls->freed++;
+		jf_ls->slots[i].dboid = InvalidOid;
+		jf_ls->slots[i].registered = false;
+		jf_ls->freed++;
 	}
-	SpinLockRelease(&ls->mutex);
+	SpinLockRelease(&jf_ls->mutex);
 }
 
 /* Register the worker of slot i; false (logged once) when no room. */
@@ -920,30 +576,30 @@ handle(Request *r, DbInfo *dbs, int ndbs)
 		free_slot(r->dboid);
 		return true;
 	}
-	SpinLockAcquire(&ls->mutex);
+	SpinLockAcquire(&jf_ls->mutex);
 	/* held: the hold's end asks again */
-	if (is_held(r->dboid) || !db->servable)
+	if (jf_launcher_is_held(r->dboid) || !db->servable)
 	{
-		SpinLockRelease(&ls->mutex);
+		SpinLockRelease(&jf_ls->mutex);
 		return true;
 	}
-	i = slot_index(r->dboid);
+	i = jf_launcher_slot_index(r->dboid);
 	if (i < 0 && r->kind == REQ_PROBE)
 	{
-		SpinLockRelease(&ls->mutex);
+		SpinLockRelease(&jf_ls->mutex);
 		return start_probe(db);
 	}
 	if (i < 0)
 	{
 		for (i = 0; i < jobflow_max_databases; i++)
 		{
-			s = &ls->slots[i];
+			s = &jf_ls->slots[i];
 			if (!OidIsValid(s->dboid) && !s->registered && s->worker_pid == 0)
 				break;
 		}
 		if (i == jobflow_max_databases)
 		{
-			SpinLockRelease(&ls->mutex);
+			SpinLockRelease(&jf_ls->mutex);
 			for (i = 0; i < nunserved; i++)
 				if (unserved[i] == r->dboid)
 					return true;
@@ -957,14 +613,14 @@ handle(Request *r, DbInfo *dbs, int ndbs)
 					 errhint("Raise jobflow.max_databases (and max_worker_processes) and restart the server.")));
 			return true;
 		}
-		s = &ls->slots[i];
+		s = &jf_ls->slots[i];
 		s->dboid = r->dboid;
-		s->incarnation = ++ls->next_incarnation;
+		s->incarnation = ++jf_ls->next_incarnation;
 		s->registered = false;
 		s->requested = false;
 		pg_atomic_write_u32(&s->recheck, 0);
 	}
-	s = &ls->slots[i];
+	s = &jf_ls->slots[i];
 	if (r->kind == REQ_SERVE)
 		s->requested = true;
 	if (!s->registered)
@@ -975,13 +631,13 @@ handle(Request *r, DbInfo *dbs, int ndbs)
 	}
 	extra.dboid = s->dboid;
 	extra.incarnation = s->incarnation;
-	SpinLockRelease(&ls->mutex);
+	SpinLockRelease(&jf_ls->mutex);
 	if (!start || start_worker(i, extra, NameStr(db->name)))
 		return true;
-	SpinLockAcquire(&ls->mutex);
+	SpinLockAcquire(&jf_ls->mutex);
 	if (s->incarnation == extra.incarnation)
 		s->registered = false;
-	SpinLockRelease(&ls->mutex);
+	SpinLockRelease(&jf_ls->mutex);
 	return false;
 }
 
@@ -999,7 +655,7 @@ free_vanished(DbInfo *dbs, int ndbs)
 
 	for (i = 0; i < jobflow_max_databases; i++)
 	{
-		JobflowShared *s = &ls->slots[i];
+		JobflowShared *s = &jf_ls->slots[i];
 		Oid			dboid = s->dboid;
 		DbInfo	   *db;
 		pid_t		pid;
@@ -1027,15 +683,15 @@ launcher_turn(void)
 	int			ndbs;
 	uint32		freed;
 
-	SpinLockAcquire(&ls->mutex);
-	ntaken = ls->nrequests;
-	memcpy(taken, ls->requests, sizeof(Request) * ntaken);
-	ls->nrequests = 0;
-	if (ls->overflowed)
+	SpinLockAcquire(&jf_ls->mutex);
+	ntaken = jf_ls->nrequests;
+	memcpy(taken, jf_ls->requests, sizeof(Request) * ntaken);
+	jf_ls->nrequests = 0;
+	if (jf_ls->overflowed)
 		probe_all = true;
-	ls->overflowed = false;
-	freed = ls->freed;
-	SpinLockRelease(&ls->mutex);
+	jf_ls->overflowed = false;
+	freed = jf_ls->freed;
+	SpinLockRelease(&jf_ls->mutex);
 
 	for (i = 0; i < MAX_PROBES; i++)
 	{
@@ -1075,17 +731,17 @@ launcher_turn(void)
 	npending = n;
 
 	/* a slot freed just now goes to a database waiting at once */
-	if (nunserved > 0 && ls->freed != seen_freed)
+	if (nunserved > 0 && jf_ls->freed != seen_freed)
 		SetLatch(MyLatch);
 }
 
 static void
 launcher_detach(int code, Datum arg)
 {
-	SpinLockAcquire(&ls->mutex);
-	ls->launcher_pid = 0;
-	ls->launcher_latch = NULL;
-	SpinLockRelease(&ls->mutex);
+	SpinLockAcquire(&jf_ls->mutex);
+	jf_ls->launcher_pid = 0;
+	jf_ls->launcher_latch = NULL;
+	SpinLockRelease(&jf_ls->mutex);
 }
 
 void
@@ -1099,10 +755,10 @@ jobflow_launcher_main(Datum main_arg)
 	turn_cxt = AllocSetContextCreate(TopMemoryContext, "jobflow launcher",
 									 ALLOCSET_DEFAULT_SIZES);
 
-	SpinLockAcquire(&ls->mutex);
-	ls->launcher_pid = MyProcPid;
-	ls->launcher_latch = MyLatch;
-	SpinLockRelease(&ls->mutex);
+	SpinLockAcquire(&jf_ls->mutex);
+	jf_ls->launcher_pid = MyProcPid;
+	jf_ls->launcher_latch = MyLatch;
+	SpinLockRelease(&jf_ls->mutex);
 	before_shmem_exit(launcher_detach, (Datum) 0);
 
 	if (strcmp(jobflow_database_name, "postgres") != 0)

@@ -3,7 +3,7 @@
  * launcher.h
  *	  The launcher that starts one jobflow worker per database having the
  *	  extension, the per-database slots in shared memory, and what other
- *	  processes tell it (launcher.c).
+ *	  processes tell it (launcher.c, launcher_hook.c).
  *
  *-------------------------------------------------------------------------
  */
