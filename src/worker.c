@@ -177,7 +177,7 @@ extension_ready(void)
 	for (;;)
 	{
 		jf_worker_clear_requested();
-		jf_xact_begin("jobflow: waiting for ALTER EXTENSION jobflow UPDATE");
+		jf_xact_begin("jobflow: checking the version of extension jobflow");
 		/* absent or older than this library: logs once what to run */
 		state = jf_schema_state();
 		jf_xact_commit();
@@ -565,7 +565,6 @@ jobflow_worker_main(Datum main_arg)
 	static WorkerState ws;		/* static: must survive a longjmp */
 	static WaitEventSet *wes = NULL;
 	sigjmp_buf	local_sigjmp_buf;
-
 	Oid			dboid;
 
 	/* until connected, SIGTERM ends the process at once (bgworker_die) */
