@@ -16,6 +16,8 @@ OBJS = \
 	src/jobflow.o \
 	src/task_check.o \
 	src/worker.o \
+	src/launcher.o \
+	src/launcher_hook.o \
 	src/compat.o \
 	src/schema_version.o \
 	src/guard.o \

@@ -92,8 +92,9 @@ cluster_start() {
 		echo "listen_addresses = ''"
 		echo "unix_socket_directories = '$CLUSTER_DIR/sock'"
 		echo "shared_preload_libraries = 'jobflow'"
-		echo "jobflow.database_name = 'jobflow'"
 		echo "max_connections = 50"
+		# jobflow: a worker per database served, its launcher and a probe
+		echo "max_worker_processes = 16"
 		echo "log_line_prefix = '%m [%p] %q%a '"
 		local line
 		for line in "$@"; do echo "$line"; done
@@ -104,7 +105,7 @@ cluster_start() {
 	as_server_user "$PGBIN/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/postgres.log" -w -t 60 start >/dev/null
 	psql -X -q -d postgres -c "CREATE DATABASE jobflow" >/dev/null
 	psql -X -q -d jobflow -c "CREATE EXTENSION jobflow" >/dev/null
-	# the worker started with the server, before its database existed: wait for it
+	# the launcher starts the database's worker at CREATE EXTENSION: wait for it
 	local i
 	for i in $(seq 100); do
 		[ -n "$(psql -X -At -d jobflow -c "SELECT pid FROM jobflow.worker_status() WHERE horizon_end IS NOT NULL")" ] && break

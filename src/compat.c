@@ -23,11 +23,14 @@ uint32
 jf_wait_event(JfWaitEvent which)
 {
 #if PG_VERSION_NUM >= 170000
-	static uint32 ids[2];
+	static const char *const names[JF_NWAIT] = {
+		"JobflowWorkerMain", "JobflowSchemaWait", "JobflowLauncherMain",
+		"JobflowWorkerExit"
+	};
+	static uint32 ids[JF_NWAIT];
 
 	if (ids[which] == 0)
-		ids[which] = WaitEventExtensionNew(which == JF_WAIT_MAIN ?
-										   "JobflowWorkerMain" : "JobflowSchemaWait");
+		ids[which] = WaitEventExtensionNew(names[which]);
 	return ids[which];
 #else
 	return PG_WAIT_EXTENSION;

@@ -18,6 +18,9 @@
 
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "catalog/pg_database.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/memutils.h"
 #if PG_VERSION_NUM >= 180000
 #include "storage/waiteventset.h"
@@ -44,11 +47,22 @@ jf_create_wait_event_set(int nevents)
 #endif
 }
 
+/* Whether the current user owns a database (or is a superuser). */
+#if PG_VERSION_NUM >= 160000
+#define jf_database_owned(dboid) \
+	object_ownercheck(DatabaseRelationId, (dboid), GetUserId())
+#else
+#define jf_database_owned(dboid) pg_database_ownercheck((dboid), GetUserId())
+#endif
+
 /* What the worker waits on, as pg_stat_activity.wait_event shows it. */
 typedef enum JfWaitEvent
 {
 	JF_WAIT_MAIN,				/* the loop: due tasks, requests, notifies */
-	JF_WAIT_SCHEMA				/* CREATE EXTENSION or UPDATE to come */
+	JF_WAIT_SCHEMA,				/* CREATE EXTENSION or UPDATE to come */
+	JF_WAIT_LAUNCHER,			/* the launcher: requests, probes */
+	JF_WAIT_WORKER_EXIT,		/* DROP DATABASE & co. wait for a worker */
+	JF_NWAIT
 } JfWaitEvent;
 
 extern uint32 jf_wait_event(JfWaitEvent which);

@@ -34,6 +34,7 @@
 #include "utils/timestamp.h"
 
 #include "cron.h"
+#include "guard.h"
 #include "task_check.h"
 
 #define CRON_NAME_MAX		200
@@ -498,6 +499,19 @@ jobflow_materialize_cron(PG_FUNCTION_ARGS)
 		elog(ERROR, "reading cron timers failed: %s", SPI_result_code_string(ret));
 	timers = SPI_tuptable;
 	ntimers = SPI_processed;
+
+	/*
+	 * The worker checked for a restore in progress before this statement
+	 * (guard.c), but a restore's COPY of timers may have committed since:
+	 * if this statement sees such timers, the restoring session registered
+	 * before its COPY, so it shows now.  Materialise nothing then: the
+	 * restore's tasks, with the same ids and occurrences, are still to come.
+	 */
+	if (ntimers > 0 && jobflow_am_worker && jf_guard_restore_in_progress())
+	{
+		SPI_finish();
+		return (Datum) 0;
+	}
 
 	insert_plan = SPI_prepare(
 		"INSERT INTO jobflow.tasks"

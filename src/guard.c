@@ -26,13 +26,14 @@
  * them and pauses such timers.  Every worker transaction first locks the
  * extension it serves (jf_guard_check_incarnation): if that extension was
  * dropped, the transaction fails before touching anything, and the worker
- * forgets what it held for it (outcomes in flight included) and waits for
- * the next CREATE EXTENSION.
+ * forgets what it held for it (outcomes in flight included); it serves a
+ * new CREATE EXTENSION there, or exits and frees its slot (launcher.c).
  *
  *-------------------------------------------------------------------------
  */
 #include "guard.h"
 
+#include "launcher.h"
 #include "worker.h"
 
 #include "access/xact.h"
@@ -122,17 +123,19 @@ unregister_restorer(int code, Datum arg)
 {
 	Latch	   *latch = NULL;
 	int			i;
+	JobflowShared *s = jf_db_slot(MyDatabaseId);
 
 	SpinLockAcquire(&guard_shared->mutex);
 	for (i = 0; i < MAX_RESTORERS; i++)
 		if (guard_shared->restorer[i].pid == MyProcPid)
 			guard_shared->restorer[i].pid = 0;
 	SpinLockRelease(&guard_shared->mutex);
-	if (jobflow_shared != NULL)
+
+	if (s != NULL)
 	{
-		SpinLockAcquire(&jobflow_shared->mutex);
-		latch = jobflow_shared->worker_latch;
-		SpinLockRelease(&jobflow_shared->mutex);
+		SpinLockAcquire(&s->mutex);
+		latch = s->worker_latch;
+		SpinLockRelease(&s->mutex);
 		if (latch != NULL)
 			SetLatch(latch);
 	}
@@ -663,6 +666,9 @@ jf_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	List	   *oids = NIL;
 	List	   *names = NIL;
 
+	/* DROP DATABASE and the like: the worker there goes first */
+	jf_launcher_utility_before(parsetree);
+
 	switch (nodeTag(parsetree))
 	{
 		case T_DropStmt:
@@ -706,6 +712,9 @@ jf_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
+
+	/* CREATE or DROP EXTENSION, CREATE DATABASE: heard at commit */
+	jf_launcher_utility_after(parsetree);
 
 	switch (nodeTag(parsetree))
 	{

@@ -4,8 +4,9 @@
  *	  Module entry point: settings, shared memory, worker registration and
  *	  the small SQL-callable functions that read the worker's shared state.
  *
- * jobflow must be in shared_preload_libraries: its worker is registered by
- * the postmaster and its status lives in shared memory.
+ * jobflow must be in shared_preload_libraries: its launcher is registered
+ * by the postmaster, and its workers' status lives in shared memory, in
+ * one slot per database served (launcher.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -14,11 +15,14 @@
 #include "guard.h"
 #include "fault.h"
 #include "http.h"
+#include "launcher.h"
 
 #include <limits.h>
 
 #include "fmgr.h"
 #include "funcapi.h"
+#include "access/xact.h"
+#include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
@@ -36,6 +40,7 @@ PG_MODULE_MAGIC;
 #endif
 
 char	   *jobflow_database_name = NULL;
+int			jobflow_max_databases = 8;
 int			jobflow_horizon_s = 3600;
 int			jobflow_max_body_size = 1024 * 1024;
 int			jobflow_max_headers_size = 16 * 1024;
@@ -86,6 +91,7 @@ static struct
 	int			reconcile_ms;
 }			configured = {3600, 4096, 64, 1024, 50, 1000, 3600 * 1000, 5000};
 
+/* the worker's slot; NULL elsewhere (readers use jf_db_slot) */
 JobflowShared *jobflow_shared = NULL;
 
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -118,7 +124,7 @@ _PG_init(void)
 	}
 
 	jobflow_define_gucs();
-	jobflow_register_worker();
+	jf_launcher_register();
 	jf_guard_init();
 
 #if PG_VERSION_NUM >= 150000
@@ -257,14 +263,38 @@ jobflow_report_setting_rules(void)
 				 errhint("Lower jobflow.max_requests_per_owner or raise jobflow.max_concurrent_requests.")));
 }
 
+/*
+ * jobflow.database_name is deprecated: every database with the extension
+ * is served.  It reads as the current database, because the shipped 0.1.0
+ * install script compares the two and warns, wrongly now, when they differ.
+ */
+static const char *
+show_database_name(void)
+{
+	if (OidIsValid(MyDatabaseId) && IsTransactionState())
+	{
+		char	   *name = get_database_name(MyDatabaseId);
+
+		if (name != NULL)
+			return name;
+	}
+	return jobflow_database_name ? jobflow_database_name : "";
+}
+
 /* All settings in one place, so README and code cannot drift apart. */
 static void
 jobflow_define_gucs(void)
 {
 	DefineCustomStringVariable("jobflow.database_name",
-							   "Database in which the jobflow worker runs.",
-							   NULL, &jobflow_database_name, "postgres",
-							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+							   "Deprecated and ignored: every database with extension jobflow is served.",
+							   "Reads as the current database.",
+							   &jobflow_database_name, "postgres",
+							   PGC_POSTMASTER, 0, NULL, NULL, show_database_name);
+	DefineCustomIntVariable("jobflow.max_databases",
+							"Most databases with a jobflow worker.",
+							"Each database served takes a background worker (see max_worker_processes) and a slot of shared memory.",
+							&jobflow_max_databases, 8, 1, 1024,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("jobflow.horizon",
 							"How far ahead the worker keeps due tasks in memory.",
 							"Tasks due later stay in the table until the horizon reaches them.",
@@ -372,35 +402,77 @@ jobflow_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 #endif
-	RequestAddinShmemSpace(MAXALIGN(sizeof(JobflowShared)));
+	RequestAddinShmemSpace(MAXALIGN(jf_launcher_shmem_size()));
 }
 
-/* Create or attach the status block; zero means "no worker yet". */
+/* Create or attach the slots; a zero dboid means "free". */
 static void
 jobflow_shmem_startup(void)
 {
-	bool		found;
-
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	jobflow_shared = ShmemInitStruct("jobflow", sizeof(JobflowShared), &found);
-	if (!found)
-	{
-		pg_atomic_uint64 *c;
-
-		memset(jobflow_shared, 0, sizeof(JobflowShared));
-		SpinLockInit(&jobflow_shared->mutex);
-		SpinLockInit(&jobflow_shared->wake_mutex);
-		pg_atomic_init_u64(&jobflow_shared->wake_ranges, 0);
-		pg_atomic_init_u64(&jobflow_shared->wake_timers, 0);
-		for (c = &jobflow_shared->horizon_end_ms;
-			 c <= &jobflow_shared->pruned_log_rows; c++)
-			pg_atomic_init_u64(c, 0);
-		jf_metrics_shmem_init(&jobflow_shared->metrics);
-	}
+	jf_launcher_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
+}
+
+/* A free slot, with its locks and atomics set up. */
+void
+jobflow_init_slot(JobflowShared *s)
+{
+	pg_atomic_uint64 *c;
+
+	memset(s, 0, sizeof(JobflowShared));
+	pg_atomic_init_u32(&s->recheck, 0);
+	SpinLockInit(&s->mutex);
+	SpinLockInit(&s->wake_mutex);
+	pg_atomic_init_u64(&s->wake_ranges, 0);
+	pg_atomic_init_u64(&s->wake_timers, 0);
+	for (c = &s->horizon_end_ms; c <= &s->pruned_log_rows; c++)
+		pg_atomic_init_u64(c, 0);
+	jf_metrics_shmem_init(&s->metrics);
+}
+
+/*
+ * A slot's figures start from zero for each database it serves: called by
+ * the new worker, before anything writes them; readers may look meanwhile.
+ */
+void
+jobflow_reset_slot(JobflowShared *s)
+{
+	pg_atomic_uint64 *c;
+
+	SpinLockAcquire(&s->wake_mutex);
+	s->nwake = 0;
+	s->wake_overflowed = false;
+	s->wake_cron = false;
+	SpinLockRelease(&s->wake_mutex);
+	pg_atomic_write_u64(&s->wake_ranges, 0);
+	pg_atomic_write_u64(&s->wake_timers, 0);
+	for (c = &s->horizon_end_ms; c <= &s->pruned_log_rows; c++)
+		pg_atomic_write_u64(c, 0);
+	jf_metrics_reset(&s->metrics);
+}
+
+/*
+ * The slot of this database for readers: a zeroed one, local to this
+ * process, when no worker serves it (the figures of "no worker").
+ */
+JobflowShared *
+jobflow_reader_slot(void)
+{
+	static JobflowShared *empty = NULL;
+	JobflowShared *s = jf_db_slot(MyDatabaseId);
+
+	if (s != NULL)
+		return s;
+	if (empty == NULL)
+	{
+		empty = MemoryContextAlloc(TopMemoryContext, sizeof(JobflowShared));
+		jobflow_init_slot(empty);
+	}
+	return empty;
 }
 
 /*
@@ -413,34 +485,36 @@ jobflow_publish_wake(const int64 *lo, const int64 *hi, int n, bool cron)
 {
 	Latch	   *latch;
 	int			i;
+	JobflowShared *s = jf_db_slot(MyDatabaseId);
 
-	if (jobflow_shared == NULL)
+	/* no worker serves this database: the one to come scans the table */
+	if (s == NULL)
 		return;
-	SpinLockAcquire(&jobflow_shared->wake_mutex);
+	SpinLockAcquire(&s->wake_mutex);
 	for (i = 0; i < n; i++)
 	{
 		JfWakeRange *r;
 
-		if (jobflow_shared->nwake >= JF_WAKE_RING)
+		if (s->nwake >= JF_WAKE_RING)
 		{
-			jobflow_shared->wake_overflowed = true;
+			s->wake_overflowed = true;
 			break;
 		}
-		r = &jobflow_shared->wake[jobflow_shared->nwake++];
+		r = &s->wake[s->nwake++];
 		r->dboid = MyDatabaseId;
 		r->lo = lo[i];
 		r->hi = hi[i];
 	}
 	if (cron)
-		jobflow_shared->wake_cron = true;
-	SpinLockRelease(&jobflow_shared->wake_mutex);
-	pg_atomic_fetch_add_u64(&jobflow_shared->wake_ranges, n);
+		s->wake_cron = true;
+	SpinLockRelease(&s->wake_mutex);
+	pg_atomic_fetch_add_u64(&s->wake_ranges, n);
 	if (cron)
-		pg_atomic_fetch_add_u64(&jobflow_shared->wake_timers, 1);
+		pg_atomic_fetch_add_u64(&s->wake_timers, 1);
 
-	SpinLockAcquire(&jobflow_shared->mutex);
-	latch = jobflow_shared->worker_latch;
-	SpinLockRelease(&jobflow_shared->mutex);
+	SpinLockAcquire(&s->mutex);
+	latch = s->dboid == MyDatabaseId ? s->worker_latch : NULL;
+	SpinLockRelease(&s->mutex);
 	if (latch != NULL)
 		SetLatch(latch);
 }
@@ -458,13 +532,14 @@ jobflow_notify_before(void)
 	uint64		end_ms = 0;
 	pid_t		pid = 0;
 	TimestampTz result;
+	JobflowShared *s = jf_db_slot(MyDatabaseId);
 
-	if (jobflow_shared != NULL)
+	if (s != NULL)
 	{
-		SpinLockAcquire(&jobflow_shared->mutex);
-		pid = jobflow_shared->worker_pid;
-		SpinLockRelease(&jobflow_shared->mutex);
-		end_ms = pg_atomic_read_u64(&jobflow_shared->notify_before_ms);
+		SpinLockAcquire(&s->mutex);
+		pid = s->dboid == MyDatabaseId ? s->worker_pid : 0;
+		SpinLockRelease(&s->mutex);
+		end_ms = pg_atomic_read_u64(&s->notify_before_ms);
 	}
 	if (pid == 0 || end_ms == 0)
 	{
@@ -501,21 +576,19 @@ jobflow_wakeups(PG_FUNCTION_ARGS)
 	TupleDesc	desc;
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
+	JobflowShared *s = jobflow_reader_slot();
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	if (jobflow_shared == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("jobflow shared memory is not initialised")));
-	values[0] = Int64GetDatum(pg_atomic_read_u64(&jobflow_shared->wake_ranges));
-	values[1] = Int64GetDatum(pg_atomic_read_u64(&jobflow_shared->wake_timers));
+	values[0] = Int64GetDatum(pg_atomic_read_u64(&s->wake_ranges));
+	values[1] = Int64GetDatum(pg_atomic_read_u64(&s->wake_timers));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }
 
 /*
- * What the worker is doing, for operators: its pid (NULL when no worker is
- * attached), what it holds and cumulative counters since server start.
+ * What this database's worker is doing, for operators: its pid (NULL when
+ * no worker is attached), what it holds and cumulative counters since it
+ * began serving the database.
  */
 PG_FUNCTION_INFO_V1(jobflow_worker_status);
 Datum
@@ -525,19 +598,15 @@ jobflow_worker_status(PG_FUNCTION_ARGS)
 	Datum		values[16];
 	bool		nulls[16];
 	pid_t		pid;
-	JobflowShared *s = jobflow_shared;
+	JobflowShared *s = jobflow_reader_slot();
 	int			i = 0;
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	if (s == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("jobflow shared memory is not initialised")));
 	memset(nulls, 0, sizeof(nulls));
 
 	SpinLockAcquire(&s->mutex);
-	pid = s->worker_pid;
+	pid = s->dboid == MyDatabaseId ? s->worker_pid : 0;
 	SpinLockRelease(&s->mutex);
 
 	values[i] = Int32GetDatum(pid);

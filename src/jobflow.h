@@ -25,7 +25,8 @@
 #define JOBFLOW_CHANNEL "jobflow"
 
 /* settings (jobflow.c) */
-extern char *jobflow_database_name;
+extern char *jobflow_database_name;	/* deprecated, ignored */
+extern int	jobflow_max_databases;
 extern int	jobflow_horizon_s;
 extern int	jobflow_max_body_size;
 extern int	jobflow_max_headers_size;
@@ -71,8 +72,21 @@ typedef struct JfWakeRange
 	int64		hi;
 } JfWakeRange;
 
+/*
+ * One database's slot (launcher.c assigns them, jobflow.max_databases of
+ * them).  The fields up to "incarnation" change under the launcher's lock
+ * only (see launcher.c); the rest is this database's worker's, as the one
+ * worker's block was before there were several.
+ */
 typedef struct JobflowShared
 {
+	Oid			dboid;			/* InvalidOid: the slot is free */
+	uint32		incarnation;	/* changes each time the slot is assigned */
+	bool		registered;		/* a worker is registered for the slot */
+	bool		requested;		/* CREATE EXTENSION since the worker looked */
+	pg_atomic_uint32 recheck;	/* DROP EXTENSION: check the extension now */
+	uint32		served_incarnation; /* the one the figures below are of */
+
 	slock_t		mutex;			/* protects worker_pid and latch */
 	pid_t		worker_pid;		/* 0 when no worker is attached */
 	Latch	   *worker_latch;
@@ -111,7 +125,14 @@ typedef struct JobflowShared
 	JfWakeRange wake[JF_WAKE_RING];
 } JobflowShared;
 
+/* the worker's own slot (NULL in other processes: see jf_db_slot) */
 extern JobflowShared *jobflow_shared;
+
+/* jobflow.c: set up a slot at shared memory creation; zero its figures */
+extern void jobflow_init_slot(JobflowShared *s);
+extern void jobflow_reset_slot(JobflowShared *s);
+/* jobflow.c: this database's slot for readers (zeros when unserved) */
+extern JobflowShared *jobflow_reader_slot(void);
 
 /* jobflow.c: the due time before which new tasks must wake the worker */
 extern TimestampTz jobflow_notify_before(void);
@@ -132,6 +153,5 @@ extern bool jobflow_am_worker;
 
 /* worker.c */
 extern PGDLLEXPORT void jobflow_worker_main(Datum main_arg);
-extern void jobflow_register_worker(void);
 
 #endif							/* JOBFLOW_H */

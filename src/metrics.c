@@ -75,6 +75,25 @@ jf_metrics_shmem_init(JfMetricsShared *m)
 	m->nhosts = 0;
 }
 
+/* Zero every figure of a slot taken by another database (writes only). */
+void
+jf_metrics_reset(JfMetricsShared *m)
+{
+	int			h;
+	int			i;
+
+	for (h = 0; h < JF_NHIST; h++)
+	{
+		for (i = 0; i <= JF_HIST_BUCKETS; i++)
+			pg_atomic_write_u64(&m->hist[h].bucket[i], 0);
+		pg_atomic_write_u64(&m->hist[h].sum_us, 0);
+	}
+	for (i = 0; i < JF_NCLASS; i++)
+		pg_atomic_write_u64(&m->outcomes[i], 0);
+	for (i = 0; i < JF_NCOUNT; i++)
+		pg_atomic_write_u64(&m->counters[i], 0);
+}
+
 /* One observation of a histogram, in microseconds (negative counts as 0). */
 void
 jf_metrics_observe(JfHistId h, int64 us)
@@ -210,6 +229,7 @@ typedef struct Emitter
 	StringInfo	text;
 	Tuplestorestate *rows;
 	TupleDesc	desc;
+	JobflowShared *slot;		/* this database's worker's figures */
 } Emitter;
 
 static void
@@ -268,7 +288,7 @@ gauge(Emitter *em, const char *name, double value, const char *help)
 static void
 histogram(Emitter *em, JfHistId h)
 {
-	JfHistShared *hs = &jobflow_shared->metrics.hist[h];
+	JfHistShared *hs = &em->slot->metrics.hist[h];
 	uint64		counts[JF_HIST_BUCKETS + 1];
 	uint64		total = 0;
 	double		sum = (double) pg_atomic_read_u64(&hs->sum_us) / 1e6;
@@ -367,14 +387,14 @@ busiest_hosts(Emitter *em, bool worker_up)
 static void
 emit_all(Emitter *em)
 {
-	JobflowShared *s = jobflow_shared;
+	JobflowShared *s = em->slot;
 	JfMetricsShared *m = &s->metrics;
 	pid_t		pid;
 	int			i;
 	int			h;
 
 	SpinLockAcquire(&s->mutex);
-	pid = s->worker_pid;
+	pid = s->dboid == MyDatabaseId ? s->worker_pid : 0;
 	SpinLockRelease(&s->mutex);
 
 	gauge(em, "jobflow_worker_up", pid != 0 ? 1 : 0, "1 when the jobflow worker runs.");
@@ -436,6 +456,8 @@ jobflow_metrics(PG_FUNCTION_ARGS)
 {
 	Emitter		em = {0};
 
+	em.slot = jobflow_reader_slot();
+
 	em.text = makeStringInfo();
 	emit_all(&em);
 	PG_RETURN_TEXT_P(cstring_to_text_with_len(em.text->data, em.text->len));
@@ -451,6 +473,8 @@ jobflow_stats(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Emitter		em = {0};
+
+	em.slot = jobflow_reader_slot();
 
 	InitMaterializedSRF(fcinfo, 0);
 	em.rows = rsinfo->setResult;

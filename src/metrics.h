@@ -64,6 +64,7 @@ typedef struct JfMetricsShared
 } JfMetricsShared;
 
 extern void jf_metrics_shmem_init(JfMetricsShared *m);
+extern void jf_metrics_reset(JfMetricsShared *m);
 
 /* the worker's writers */
 extern void jf_metrics_observe(JfHistId h, int64 us);

@@ -18,7 +18,9 @@
 
 #include "access/htup_details.h"
 #include "catalog/pg_extension.h"
+#include "commands/dbcommands.h"
 #include "commands/extension.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/syscache.h"
 #include "access/table.h"
@@ -56,16 +58,17 @@ installed_version(void)
 }
 
 /*
- * In a transaction: true when jobflow is installed at the version this
- * library was built for.  Otherwise logs, once per state and process, why
+ * In a transaction: whether jobflow is installed here at the version this
+ * library was built for, older, or not at all.  Logs, once per state and process, why
  * the worker waits and what to run.
  */
-bool
-jf_schema_ready(void)
+JfSchemaState
+jf_schema_state(void)
 {
 	static JfSchemaState logged = JF_SCHEMA_READY;
 	JfSchemaState state;
 	char	   *version = installed_version();
+	char	   *dbname = get_database_name(MyDatabaseId);
 
 	if (version == NULL)
 		state = JF_SCHEMA_ABSENT;
@@ -76,15 +79,15 @@ jf_schema_ready(void)
 
 	if (state != logged && state == JF_SCHEMA_ABSENT)
 		ereport(LOG,
-				(errmsg("jobflow worker waiting for CREATE EXTENSION jobflow in database \"%s\"",
-						jobflow_database_name)));
+				(errmsg("jobflow worker finds no extension jobflow in database \"%s\"",
+						dbname)));
 	else if (state != logged && state == JF_SCHEMA_OUTDATED)
 		ereport(WARNING,
 				(errmsg("jobflow worker waiting: database \"%s\" has jobflow %s, this library needs %s",
-						jobflow_database_name, version, JOBFLOW_VERSION),
+						dbname, version, JOBFLOW_VERSION),
 				 errdetail("No task is fired until the schema is updated; tasks are kept."),
 				 errhint("Run ALTER EXTENSION jobflow UPDATE in database \"%s\".",
-						 jobflow_database_name)));
+						 dbname)));
 	logged = state;
-	return state == JF_SCHEMA_READY;
+	return state;
 }

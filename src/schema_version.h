@@ -15,6 +15,6 @@ typedef enum JfSchemaState
 	JF_SCHEMA_READY				/* the version of this library */
 } JfSchemaState;
 
-extern bool jf_schema_ready(void);
+extern JfSchemaState jf_schema_state(void);
 
 #endif							/* JOBFLOW_SCHEMA_VERSION_H */

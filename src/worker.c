@@ -25,6 +25,7 @@
 
 #include "fault.h"
 #include "guard.h"
+#include "launcher.h"
 #include "prune.h"
 
 #include <sys/resource.h>
@@ -34,6 +35,7 @@
 
 #include "access/xact.h"
 #include "commands/async.h"
+#include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -83,23 +85,8 @@ handle_sigterm(SIGNAL_ARGS)
 	errno = save_errno;
 }
 
-/* Called from _PG_init in the postmaster. */
-void
-jobflow_register_worker(void)
-{
-	BackgroundWorker worker;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	/* on a standby, start at promotion: nothing can be claimed before */
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 1;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "jobflow");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "jobflow_worker_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "jobflow worker");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "jobflow worker");
-	RegisterBackgroundWorker(&worker);
-}
+/* the database served, for messages */
+static char worker_dbname[NAMEDATALEN] = "";
 
 /* One transaction with SPI and a snapshot, as worker_spi does. */
 void
@@ -168,46 +155,60 @@ worker_publish_stats(WorkerState *ws)
 static void
 detach_shared(int code, Datum arg)
 {
-	SpinLockAcquire(&jobflow_shared->mutex);
-	jobflow_shared->worker_pid = 0;
-	jobflow_shared->worker_latch = NULL;
-	SpinLockRelease(&jobflow_shared->mutex);
-	pg_atomic_write_u64(&jobflow_shared->horizon_end_ms, 0);
-	pg_atomic_write_u64(&jobflow_shared->notify_before_ms, 0);
-	pg_atomic_write_u64(&jobflow_shared->wheel_tasks, 0);
-	pg_atomic_write_u64(&jobflow_shared->wheel_bytes, 0);
-	pg_atomic_write_u64(&jobflow_shared->in_flight, 0);
-	pg_atomic_write_u64(&jobflow_shared->queued, 0);
-	pg_atomic_write_u64(&jobflow_shared->buffered_rows, 0);
+	jf_worker_detach();
 }
 
-static bool
-extension_exists(void)
+/* SIGTERM: for good if the database is held (see launcher.c), else 1. */
+static void
+exit_worker(void)
 {
-	bool		exists;
-
-	jf_xact_begin("jobflow: waiting for CREATE EXTENSION jobflow");
-	/* absent or older than this library: logs once what to run */
-	exists = jf_schema_ready();
-	jf_xact_commit();
-	return exists;
+	proc_exit(jf_worker_exit_code());
 }
 
 /*
- * Until CREATE EXTENSION (or ALTER EXTENSION UPDATE, see schema_version.c)
- * runs in jobflow.database_name there is nothing to do.  Both scripts send
- * NOTIFY jobflow, which wakes us at once; the timeout is only a fallback.
+ * Whether the extension is here at this library's version.  Absent, the
+ * worker has nothing to serve: it frees its slot and exits for good,
+ * unless CREATE EXTENSION ran meanwhile (then it looks again).
+ */
+static bool
+extension_ready(void)
+{
+	JfSchemaState state;
+
+	for (;;)
+	{
+		jf_worker_clear_requested();
+		jf_xact_begin("jobflow: checking the version of extension jobflow");
+		/* absent or older than this library: logs once what to run */
+		state = jf_schema_state();
+		jf_xact_commit();
+		if (state != JF_SCHEMA_ABSENT)
+			return state == JF_SCHEMA_READY;
+		if (jf_worker_release())
+		{
+			ereport(LOG,
+					(errmsg("jobflow worker for database \"%s\" stops: the database has no extension jobflow",
+							worker_dbname)));
+			proc_exit(0);
+		}
+	}
+}
+
+/*
+ * Until ALTER EXTENSION UPDATE (see schema_version.c) runs there is
+ * nothing to do.  Its script sends NOTIFY jobflow, which wakes us at once;
+ * the timeout is only a fallback.
  */
 static void
 wait_for_extension(WorkerState *ws, bool logged)
 {
-	while (!extension_exists())
+	while (!extension_ready())
 	{
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 EXTENSION_WAIT_MS, jf_wait_event(JF_WAIT_SCHEMA));
 		ResetLatch(MyLatch);
 		if (got_sigterm)
-			proc_exit(1);
+			exit_worker();
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
@@ -301,15 +302,15 @@ shut_down(WorkerState *ws, WaitEventSet *wes)
  * of a transaction, before it touched anything).  Whatever the worker held
  * for it goes: buffered outcomes and orphans now, results of requests still
  * in flight as they arrive (their generation is over), wheel entries by a
- * full reload.  Then it waits, quietly, for CREATE EXTENSION, and serves
- * the new one from scratch.
+ * full reload.  Then, if CREATE EXTENSION ran again meanwhile, it serves
+ * the new one from scratch; if not, it exits and frees its slot.
  */
 static void
 serve_again(WorkerState *ws)
 {
 	ereport(LOG,
-			(errmsg("jobflow worker lost extension jobflow in database \"%s\" (DROP EXTENSION); it forgets the outcomes of its requests in flight and waits for CREATE EXTENSION jobflow",
-					jobflow_database_name)));
+			(errmsg("jobflow worker lost extension jobflow in database \"%s\" (DROP EXTENSION); it forgets the outcomes of its requests in flight",
+					worker_dbname)));
 	log_writer_discard();
 	feed_forget_all(ws);
 	ws->loaded_until_ms = PG_INT64_MIN;
@@ -371,7 +372,7 @@ dispatch_paused(WorkerState *ws)
 		case PAUSE_RESTORE:
 			ereport(LOG,
 					(errmsg("jobflow worker pauses: jobflow's tables are being restored in database \"%s\"",
-							jobflow_database_name),
+							worker_dbname),
 					 errdetail("It claims and materialises nothing until the restoring session ends.")));
 			break;
 		case PAUSE_SEQUENCE:
@@ -419,6 +420,12 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		}
 		if (notifyInterruptPending)
 			feed_process_notifications(ws);
+		/* DROP EXTENSION committed here: the incarnation check sees it */
+		if (jf_worker_recheck_pending())
+		{
+			jf_xact_begin("jobflow: checking extension jobflow");
+			jf_xact_commit();
+		}
 		more_due = feed_take_wakeups(ws);
 
 		dispatch_collect(ws);
@@ -492,7 +499,7 @@ start_serving(WorkerState *ws)
 	worker_publish_stats(ws);
 	ereport(LOG,
 			(errmsg("jobflow worker started in database \"%s\" with %zu task(s) due within %d s",
-					jobflow_database_name, jf_wheel_count(ws->wheel), jobflow_horizon_s)));
+					worker_dbname, jf_wheel_count(ws->wheel), jobflow_horizon_s)));
 
 	wes = jf_create_wait_event_set(3);
 	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
@@ -560,13 +567,20 @@ jobflow_worker_main(Datum main_arg)
 	static WorkerState ws;		/* static: must survive a longjmp */
 	static WaitEventSet *wes = NULL;
 	sigjmp_buf	local_sigjmp_buf;
+	Oid			dboid;
 
+	/* until connected, SIGTERM ends the process at once (bgworker_die) */
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, handle_sigterm);
+	jobflow_shared = jf_worker_attach(main_arg, &dboid);
+	before_shmem_exit(detach_shared, (Datum) 0);
 	BackgroundWorkerUnblockSignals();
 
-	BackgroundWorkerInitializeConnection(jobflow_database_name, NULL, 0);
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	pqsignal(SIGTERM, handle_sigterm);
 	jobflow_am_worker = true;
+	StartTransactionCommand();
+	strlcpy(worker_dbname, get_database_name(dboid), sizeof(worker_dbname));
+	CommitTransactionCommand();
 	pgstat_report_appname("jobflow worker");
 	SetConfigOption("session_replication_role", "replica", PGC_SUSET, PGC_S_OVERRIDE);
 	strlcpy(durable_commit, GetConfigOption("synchronous_commit", false, false),
@@ -593,11 +607,6 @@ jobflow_worker_main(Datum main_arg)
 	SetConfigOption("lock_timeout", LOCK_TIMEOUT, PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 
-	SpinLockAcquire(&jobflow_shared->mutex);
-	jobflow_shared->worker_pid = MyProcPid;
-	jobflow_shared->worker_latch = MyLatch;
-	SpinLockRelease(&jobflow_shared->mutex);
-	before_shmem_exit(detach_shared, (Datum) 0);
 	pg_atomic_write_u64(&jobflow_shared->started_ms, (uint64) jf_now_ms());
 	jobflow_report_setting_rules();
 
@@ -633,5 +642,5 @@ jobflow_worker_main(Datum main_arg)
 
 	PG_exception_stack = NULL;
 	shut_down(&ws, wes);
-	proc_exit(1);
+	exit_worker();
 }

@@ -48,7 +48,6 @@ class Node:
             "listen_addresses = ''",
             "unix_socket_directories = '%s'" % self.sock,
             "shared_preload_libraries = 'jobflow'",
-            "jobflow.database_name = 'jobflow'",
             "fsync = off",
         ]
         conf = os.path.join(self.data, "postgresql.conf")

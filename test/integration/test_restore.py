@@ -10,9 +10,9 @@
 #     collide while the restore runs and resumes on its own: the pending
 #     tasks that were due fire, the timers go on.
 #
-# The source is a database of the test cluster that no worker serves, so
-# nothing in it fires; each mode restores into a copy of one initdb'd
-# cluster on the next port.
+# The source is a template database of the test cluster, which no worker
+# serves, so nothing in it fires; each mode restores into a copy of one
+# initdb'd cluster on the next port.
 #
 # -------------------------------------------------------------------------
 
@@ -112,7 +112,7 @@ def dumped(server, receiver, tmp_path_factory):
     admin.autocommit = True
     with admin.cursor() as cur:
         cur.execute("DROP DATABASE IF EXISTS %s" % src)
-        cur.execute("CREATE DATABASE %s" % src)
+        cur.execute("CREATE DATABASE %s IS_TEMPLATE true" % src)
     conn = psycopg2.connect(dbname=src)
     conn.autocommit = True
     far = receiver.url("/ok?t=restore-far")
@@ -158,6 +158,7 @@ def dumped(server, receiver, tmp_path_factory):
         assert res.returncode == 0, res.stderr
         os.chmod(args[-1], 0o644)
     with admin.cursor() as cur:
+        cur.execute("ALTER DATABASE %s IS_TEMPLATE false" % src)
         cur.execute("DROP DATABASE %s" % src)
     admin.close()
     yield {"dump": dump, "plain": plain, "sums": sums, "max_id": max_id, "fire": fire,
@@ -177,7 +178,7 @@ def template(server, tmp_path_factory):
     subprocess.run(cmd, check=True, capture_output=True)
     with open(os.path.join(data, "postgresql.conf"), "a") as f:
         f.write("listen_addresses = ''\nshared_preload_libraries = 'jobflow'\n"
-                "jobflow.database_name = 'target'\nfsync = off\n"
+                "fsync = off\n"
                 "jobflow.reconcile_interval = 1s\nlog_line_prefix = '%m [%p] %q%a '\n")
     yield data
     shutil.rmtree(base, ignore_errors=True)

@@ -14,7 +14,8 @@ from conftest import query, schedule, wait_final, worker_status
 def test_worker_status_is_sane(db, receiver):
     st = worker_status(db)
     assert st["pid"] is not None
-    backends = query(db, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'jobflow worker'")
+    backends = query(db, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'jobflow worker'"
+                     " AND datname = current_database()")
     assert [b["pid"] for b in backends] == [st["pid"]]
     now = query(db, "SELECT now() AS now")[0]["now"]
     assert st["started_at"] <= now

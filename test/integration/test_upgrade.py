@@ -7,9 +7,9 @@
 #     tasks and cron timers fire afterwards, and the upgraded schema is the
 #     schema of a fresh install.
 #
-# The worker serves one database (jobflow.database_name, a restart to
-# change): the test points it at a database of its own and restores the
-# setting at the end.  These tests end every connection open at the time.
+# The old schema is installed in a database of its own, served from the
+# server's start (the launcher's probe finds it after a restart, as after
+# the package upgrade).  These tests end every connection open at the time.
 #
 # -------------------------------------------------------------------------
 
@@ -73,9 +73,8 @@ def dump_schema(server, dbname):
 
 @pytest.fixture
 def upgrade_env(connect, server):
-    """Databases UPGRADE_DB (jobflow 0.1.0, served by the worker) and
-    FRESH_DB (current version); the worker goes back to its database at
-    the end."""
+    """Databases UPGRADE_DB (jobflow 0.1.0, served by a worker started
+    with the server) and FRESH_DB (current version)."""
     admin = connect(dbname="postgres")
     with admin.cursor() as cur:
         for name in (UPGRADE_DB, FRESH_DB):
@@ -85,16 +84,18 @@ def upgrade_env(connect, server):
     with old.cursor() as cur:
         cur.execute("CREATE EXTENSION jobflow VERSION '0.1.0'")
     old.close()
-    server.set_guc(admin, "jobflow.database_name", UPGRADE_DB)
+    admin.close()
+    # the worker CREATE EXTENSION started says it waits: before the offset
+    deadline = time.time() + 30
+    while ('jobflow worker waiting: database "%s"' % UPGRADE_DB) not in log_since(server, 0):
+        assert time.time() < deadline, "no worker in %s after CREATE EXTENSION" % UPGRADE_DB
+        time.sleep(0.1)
     offset = os.path.getsize(server.logfile)
     server.restart()
     try:
         yield offset
     finally:
-        admin = connect(dbname="postgres")
-        server.set_guc(admin, "jobflow.database_name", None)
-        admin.close()
-        server.restart()
+        server.wait_ready()
         admin = connect(dbname="postgres")
         with admin.cursor() as cur:
             for name in (UPGRADE_DB, FRESH_DB):

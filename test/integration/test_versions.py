@@ -23,7 +23,7 @@ def test_worker_wait_event_is_named(db):
     seen = set()
     while time.time() < deadline:
         rows = query(db, "SELECT wait_event_type, wait_event FROM pg_stat_activity"
-                     " WHERE backend_type = 'jobflow worker'")
+                     " WHERE backend_type = 'jobflow worker' AND datname = current_database()")
         assert len(rows) == 1
         seen.add((rows[0]["wait_event_type"], rows[0]["wait_event"]))
         if ("Extension", "JobflowWorkerMain") in seen or (
