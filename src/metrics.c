@@ -363,7 +363,7 @@ busiest_hosts(Emitter *em, bool worker_up)
 		"Due tasks waiting for a place under the concurrency caps, for each of the busiest origins (at most 10, by requests in flight and queued; updated once a second).";
 	JfHostShared hosts[JF_FAIR_TOP];
 	StringInfoData label;
-	int			n = worker_up ? read_hosts(&jobflow_shared->metrics, hosts) : 0;
+	int			n = worker_up ? read_hosts(&em->slot->metrics, hosts) : 0;
 	int			i;
 
 	initStringInfo(&label);
