@@ -8,7 +8,10 @@
  *
  * Origins, owners and queues live in arrays that only grow, found through
  * small open-addressing tables of indexes; a queue is a ring buffer of
- * task ids.  Queues that hold parked tasks form a circular list that
+ * task ids with their due times, in due order: the wheel hands tasks over
+ * in due order, and a queue that got one out of order (an overdue task
+ * loaded late, say while its queue was paused) is sorted again before
+ * anything is next taken from it.  Queues that hold parked tasks form a circular list that
  * jf_fair_pick() walks from where the previous pick stopped, so every
  * queue is visited once per pass whatever the others hold.  With named
  * queues of several priorities, it walks the circle once per priority,
@@ -71,12 +74,18 @@ typedef struct Owner
 	int			claimed;
 } Owner;
 
+typedef struct Parked
+{
+	uint64_t	id;
+	int64_t		due;
+} Parked;
+
 typedef struct Queue
 {
 	uint32_t	host;
 	uint32_t	owner;
 	uint32_t	group;
-	uint64_t   *ids;			/* ring buffer of parked task ids */
+	Parked	   *ids;			/* ring buffer of parked tasks */
 	uint32_t	head;
 	uint32_t	count;
 	uint32_t	cap;
@@ -84,6 +93,7 @@ typedef struct Queue
 	uint32_t	prev;			/* in the circle of queues with tasks */
 	uint32_t	next;
 	bool		active;
+	bool		unsorted;		/* a task was parked out of due order */
 } Queue;
 
 /* An open-addressing table of indexes + 1 (0 = empty slot). */
@@ -514,14 +524,14 @@ circle_remove(JfFair *f, uint32_t i)
 }
 
 bool
-jf_fair_push(JfFair *f, uint32_t queue, uint64_t id)
+jf_fair_push(JfFair *f, uint32_t queue, uint64_t id, int64_t due)
 {
 	Queue	   *q = &f->queues[queue];
 
 	if (q->count == q->cap)
 	{
 		uint32_t	cap = q->cap ? q->cap * 2 : 16;
-		uint64_t   *ids = malloc(sizeof(uint64_t) * cap);
+		Parked	   *ids = malloc(sizeof(Parked) * cap);
 		uint32_t	k;
 
 		if (ids == NULL)
@@ -529,14 +539,17 @@ jf_fair_push(JfFair *f, uint32_t queue, uint64_t id)
 		for (k = 0; k < q->count; k++)
 			ids[k] = q->ids[(q->head + k) % q->cap];
 		free(q->ids);
-		f->bytes += (size_t) (cap - q->cap) * sizeof(uint64_t);
+		f->bytes += (size_t) (cap - q->cap) * sizeof(Parked);
 		q->ids = ids;
 		q->cap = cap;
 		q->head = 0;
 	}
 	if (q->count == 0 && q->claimed == 0)
 		f->hosts[q->host].owners++;
-	q->ids[(q->head + q->count) % q->cap] = id;
+	if (q->count > 0 && due < q->ids[(q->head + q->count - 1) % q->cap].due)
+		q->unsorted = true;
+	q->ids[(q->head + q->count) % q->cap].id = id;
+	q->ids[(q->head + q->count) % q->cap].due = due;
 	q->count++;
 	f->parked++;
 	if (!q->active)
@@ -568,6 +581,39 @@ host_room(JfFair *f, Host *h, Queue *q)
 	if (q->claimed == 0 && room < 1)
 		room = 1;
 	return room;
+}
+
+static int
+compare_parked(const void *a, const void *b)
+{
+	const Parked *x = a;
+	const Parked *y = b;
+
+	if (x->due != y->due)
+		return x->due < y->due ? -1 : 1;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Put a queue's parked tasks back in due order (ties by id). */
+static void
+sort_queue(Queue *q)
+{
+	if (q->head + q->count > q->cap)
+	{
+		/* wrapped: rotate the ring so that it starts at 0 */
+		Parked	   *tmp = malloc(sizeof(Parked) * q->count);
+		uint32_t	k;
+
+		if (tmp == NULL)
+			return;				/* out of memory: served as parked */
+		for (k = 0; k < q->count; k++)
+			tmp[k] = q->ids[(q->head + k) % q->cap];
+		memcpy(q->ids, tmp, sizeof(Parked) * q->count);
+		free(tmp);
+		q->head = 0;
+	}
+	qsort(q->ids + q->head, q->count, sizeof(Parked), compare_parked);
+	q->unsorted = false;
 }
 
 /*
@@ -643,6 +689,8 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 		if (g->cfg.max_concurrent > 0)
 			room = min_int(room, g->cfg.max_concurrent - g->claimed);
 		room = min_int(room, min_int(global_room, min_int(QUANTUM, max - n)));
+		if (room > 0 && q->unsorted)
+			sort_queue(q);
 		if (room > 0 && g->cfg.max_per_second > 0)
 			room = min_int(room, bucket_room(&g->bucket, g->cfg.max_per_second, now,
 											 &f->next_deadline));
@@ -651,7 +699,7 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 											 now, &f->next_deadline));
 		while (took < room && q->count > 0)
 		{
-			uint64_t	id = q->ids[q->head];
+			uint64_t	id = q->ids[q->head].id;
 
 			q->head = (q->head + 1) % q->cap;
 			q->count--;
@@ -767,6 +815,7 @@ jf_fair_drop_parked(JfFair *f)
 		if (q->count > 0 && q->claimed == 0)
 			f->hosts[q->host].owners--;
 		q->head = q->count = 0;
+		q->unsorted = false;
 		q->prev = q->next = NONE;
 		q->active = false;
 	}

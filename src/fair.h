@@ -100,8 +100,11 @@ extern void jf_fair_reset_queues(JfFair *f);
 /* The origin key of url ("scheme://host:port", lower case) into buf. */
 extern bool jf_fair_origin(const char *url, char *buf, size_t len);
 
-/* Park a due task at the tail of its queue; false when out of memory. */
-extern bool jf_fair_push(JfFair *f, uint32_t queue, uint64_t id);
+/*
+ * Park a task due at `due` (any clock) in its queue, which is served in due
+ * order; false when out of memory.
+ */
+extern bool jf_fair_push(JfFair *f, uint32_t queue, uint64_t id, int64_t due);
 
 /*
  * Choose up to max parked tasks to claim now, at time now_us (any clock in

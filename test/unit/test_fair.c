@@ -62,7 +62,7 @@ test_cap_and_order(void)
 
 	CHECK(q == jf_fair_queue(f, 10, NULL, "HTTP://SLOW:1/other"));
 	for (k = 0; k < 50; k++)
-		CHECK(jf_fair_push(f, q, 1000 + k));
+		CHECK(jf_fair_push(f, q, 1000 + k, 0));
 	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	CHECKF(n == 8, "picked %d", n);
 	for (k = 0; k < n; k++)
@@ -97,13 +97,13 @@ test_slow_hosts_leave_room(void)
 		snprintf(url, sizeof(url), "http://127.0.0.1:%d/slow", 20000 + h);
 		q = jf_fair_queue(f, 1, NULL, url);
 		for (k = 0; k < 1000; k++)
-			jf_fair_push(f, q, (uint64_t) h * 1000 + k);
+			jf_fair_push(f, q, (uint64_t) h * 1000 + k, 0);
 	}
 	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	CHECKF(n == 1024, "owner 1 holds %d", n);
 	/* nothing comes back; the victim's task falls due after all that */
 	vq = jf_fair_queue(f, 2, NULL, "http://127.0.0.1:8080/fast");
-	jf_fair_push(f, vq, 999999);
+	jf_fair_push(f, vq, 999999, 0);
 	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	for (k = 0; k < n; k++)
 		victim += picks[k].id == 999999;
@@ -119,11 +119,11 @@ test_slow_hosts_leave_room(void)
 		snprintf(url, sizeof(url), "http://127.0.0.1:%d/slow", 20000 + h);
 		q = jf_fair_queue(f, 1, NULL, url);
 		for (k = 0; k < 1000; k++)
-			jf_fair_push(f, q, (uint64_t) h * 1000 + k);
+			jf_fair_push(f, q, (uint64_t) h * 1000 + k, 0);
 	}
 	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 640);
 	vq = jf_fair_queue(f, 1, NULL, "http://127.0.0.1:8080/fast");
-	jf_fair_push(f, vq, 999999);
+	jf_fair_push(f, vq, 999999, 0);
 	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	CHECK(n == 1 && picks[0].id == 999999);
 	jf_fair_destroy(f);
@@ -142,9 +142,9 @@ test_round_robin_and_global(void)
 	int			nsmall = 0;
 
 	for (k = 0; k < 5000; k++)
-		jf_fair_push(f, big, k);
+		jf_fair_push(f, big, k, 0);
 	for (k = 0; k < 10; k++)
-		jf_fair_push(f, small, 100000 + k);
+		jf_fair_push(f, small, 100000 + k, 0);
 	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	CHECKF(n == 100, "global cap: picked %d", n);
 	for (k = 0; k < n; k++)
@@ -176,7 +176,7 @@ test_stale(void)
 	int			n;
 
 	for (k = 0; k < 20; k++)
-		jf_fair_push(f, q, k);
+		jf_fair_push(f, q, k, 0);
 	n = jf_fair_pick(f, picks, MAXPICK, 0, take_even, &asked);
 	CHECK(n == 5 && asked == 9);
 	for (k = 0; k < n; k++)
@@ -195,7 +195,7 @@ test_claimed_is_sendable(void)
 	int			n;
 
 	for (k = 0; k < 5000; k++)
-		jf_fair_push(f, q, k);
+		jf_fair_push(f, q, k, 0);
 	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 10);
 	for (k = 0; k < 3; k++)
 		jf_fair_release(f, q);
@@ -230,11 +230,11 @@ test_shared_origin(void)
 
 	CHECK(slow != fast);
 	for (k = 0; k < 500; k++)
-		jf_fair_push(f, slow, k);
+		jf_fair_push(f, slow, k, 0);
 	CHECKF((n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL)) == 64, "%d", n);
 	/* the origin is full of owner 1's requests; owner 2 still gets one now */
 	for (k = 0; k < 10; k++)
-		jf_fair_push(f, fast, 1000 + k);
+		jf_fair_push(f, fast, 1000 + k, 0);
 	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	CHECKF(n == 1 && picks[0].queue == fast, "n %d", n);
 	/* as owner 1's requests finish, places go to owner 2 up to half */
@@ -283,9 +283,10 @@ test_pause(void)
 	CHECK(jf_fair_configure(f, 1, "a", &p));
 	for (k = 0; k < 5; k++)
 	{
-		jf_fair_push(f, a, 100 + k);
-		jf_fair_push(f, b, 200 + k);
-		jf_fair_push(f, other, 300 + k);
+		/* loaded while paused, in reverse due order */
+		jf_fair_push(f, a, 100 + k, 1000 - k * 10);
+		jf_fair_push(f, b, 200 + k, 0);
+		jf_fair_push(f, other, 300 + k, 0);
 	}
 	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	CHECKF(n == 10, "picked %d", n);
@@ -299,7 +300,38 @@ test_pause(void)
 	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	CHECKF(n == 5, "after resume %d", n);
 	for (k = 0; k < n; k++)
-		CHECK(picks[k].queue == a && picks[k].id == (uint64_t) (100 + k));
+		CHECKF(picks[k].queue == a && picks[k].id == (uint64_t) (104 - k),
+			   "pick %d: %llu", k, (unsigned long long) picks[k].id);
+	jf_fair_destroy(f);
+}
+
+/* A queue whose ring wrapped is still served in due order. */
+static void
+test_due_order(void)
+{
+	JfFairConfig c = config(4096, 64, 1024);
+	JfFair	   *f = jf_fair_create(&c);
+	uint32_t	q = jf_fair_queue(f, 1, NULL, "http://h/");
+	int			k;
+	int			n;
+
+	for (k = 0; k < 10; k++)
+		jf_fair_push(f, q, k, 100 + k);
+	CHECK(jf_fair_pick(f, picks, 8, 0, NULL, NULL) == 8);
+	for (k = 0; k < 12; k++)
+		jf_fair_push(f, q, 100 + k, 500 - k);
+	/* one overdue task arrives late */
+	jf_fair_push(f, q, 999, 5);
+	for (k = 0; k < 8; k++)
+		jf_fair_release(f, q);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
+	CHECKF(n == 15, "%d", n);
+	CHECK(picks[0].id == 999 && picks[1].id == 8 && picks[2].id == 9 && picks[3].id == 111);
+	for (k = 3; k < n; k++)
+	{
+		CHECKF(picks[k].id == (uint64_t) (111 - (k - 3)), "pick %d: %llu", k,
+			   (unsigned long long) picks[k].id);
+	}
 	jf_fair_destroy(f);
 }
 
@@ -318,8 +350,8 @@ test_max_concurrent(void)
 	CHECK(jf_fair_configure(f, 1, "q", &qc));
 	for (k = 0; k < 10; k++)
 	{
-		jf_fair_push(f, x, k);
-		jf_fair_push(f, y, 100 + k);
+		jf_fair_push(f, x, k, 0);
+		jf_fair_push(f, y, 100 + k, 0);
 	}
 	CHECKF((n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL)) == 3, "%d", n);
 	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 0);
@@ -351,7 +383,7 @@ test_rate(void)
 
 	CHECK(jf_fair_configure(f, 1, "r", &qc));
 	for (k = 0; k < 5000; k++)
-		jf_fair_push(f, q, k);
+		jf_fair_push(f, q, k, 0);
 	for (t = 0; t < 10000000; t += 1000)
 	{
 		n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL);
@@ -373,7 +405,7 @@ test_rate(void)
 	CHECKF(min_gap >= 9000, "min gap %lld us", (long long) min_gap);
 	/* an unlimited queue of the same owner and origin is not held back */
 	for (k = 0; k < 50; k++)
-		jf_fair_push(f, free_q, 10000 + k);
+		jf_fair_push(f, free_q, 10000 + k, 0);
 	n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL);
 	CHECKF(n == 50 || n == 51, "%d", n);
 	for (k = 0; k < n; k++)
@@ -428,9 +460,9 @@ test_host_rate(void)
 	elsewhere = jf_fair_queue(f, 1, NULL, "http://g/");
 	for (k = 0; k < 1000; k++)
 	{
-		jf_fair_push(f, a, k);
-		jf_fair_push(f, b, 10000 + k);
-		jf_fair_push(f, elsewhere, 20000 + k);
+		jf_fair_push(f, a, k, 0);
+		jf_fair_push(f, b, 10000 + k, 0);
+		jf_fair_push(f, elsewhere, 20000 + k, 0);
 	}
 	for (t = 0; t < 2000000; t += 1000)
 	{
@@ -472,9 +504,9 @@ test_priority(void)
 	CHECK(jf_fair_configure(f, 2, "hi2", &hi));
 	for (k = 0; k < 100; k++)
 	{
-		jf_fair_push(f, low, k);
-		jf_fair_push(f, hi1, 1000 + k);
-		jf_fair_push(f, hi2, 2000 + k);
+		jf_fair_push(f, low, k, 0);
+		jf_fair_push(f, hi1, 1000 + k, 0);
+		jf_fair_push(f, hi2, 2000 + k, 0);
 	}
 	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	CHECKF(n == 10, "%d", n);
@@ -517,6 +549,7 @@ main(void)
 	test_claimed_is_sendable();
 	test_shared_origin();
 	test_pause();
+	test_due_order();
 	test_max_concurrent();
 	test_rate();
 	test_host_rate();
