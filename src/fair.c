@@ -33,11 +33,15 @@
 #define MAX_ORIGIN 300
 /* a bucket keeps one token plus this many seconds' worth of them */
 #define BURST_SECONDS 0.005
+/* ... or, while tasks wait for its tokens, this many (a late turn's due) */
+#define CATCHUP_SECONDS 0.05
 
 /*
  * A rate's token bucket: tokens accrue continuously from `last`, up to one
- * plus BURST_SECONDS' worth, so a late turn loses nothing of the rate but
- * an idle queue cannot save up a burst.
+ * plus BURST_SECONDS' worth, so an idle queue cannot save up a burst.
+ * While tasks wait for its tokens (backlog), up to CATCHUP_SECONDS' worth
+ * are kept instead: a turn that comes late (a claim's commit, a flush of
+ * outcomes) sends what the rate allowed meanwhile, and the rate holds.
  */
 typedef struct Bucket
 {
@@ -45,6 +49,7 @@ typedef struct Bucket
 	int64_t		last;			/* when tokens was last brought up to date */
 	double		rate;			/* the rate it was started for */
 	bool		started;
+	bool		backlog;		/* tasks were left waiting at the last look */
 } Bucket;
 
 typedef struct Host
@@ -624,12 +629,13 @@ sort_queue(Queue *q)
 static int
 bucket_room(Bucket *b, double rate, int64_t now, int64_t *deadline)
 {
-	double		burst = 1.0 + rate * BURST_SECONDS;
+	double		burst = 1.0 + rate * (b->backlog ? CATCHUP_SECONDS : BURST_SECONDS);
 
 	/* a rate set anew starts with one token */
 	if (!b->started || b->rate != rate)
 	{
 		b->started = true;
+		b->backlog = false;
 		b->rate = rate;
 		b->tokens = 1.0;
 		b->last = now;
@@ -712,9 +718,15 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 			took++;
 		}
 		if (g->cfg.max_per_second > 0)
+		{
 			g->bucket.tokens -= took;
+			g->bucket.backlog = q->count > 0;
+		}
 		if (f->cfg.max_per_second_per_host > 0)
+		{
 			h->bucket.tokens -= took;
+			h->bucket.backlog = q->count > 0;
+		}
 		h->claimed += took;
 		o->claimed += took;
 		g->claimed += took;

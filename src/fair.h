@@ -22,9 +22,11 @@
  * configured in jobflow.queues), so the fair share's queues are really
  * (owner, named queue, origin) lanes.  A named queue may be paused (its
  * lanes take nothing), hold at most max_concurrent requests, send at most
- * max_per_second (a token bucket: tokens accrue continuously and at most
- * one token plus BURST_SECONDS' worth is kept, so the rate is smooth, never
- * a burst at each second boundary), and have a priority: when a cap leaves
+ * max_per_second (a token bucket: tokens accrue continuously; an idle
+ * queue keeps at most one token plus 5 ms' worth, so the rate is smooth,
+ * never a burst at each second boundary, while a queue with tasks waiting
+ * keeps up to 50 ms' worth, so that a late turn does not lower the rate),
+ * and have a priority: when a cap leaves
  * fewer places than due tasks, lanes of higher priority are served first,
  * round-robin within one priority.  Each origin may also be held to
  * max_per_second_per_host by the same kind of bucket.  A named queue

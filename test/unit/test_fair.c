@@ -410,11 +410,22 @@ test_rate(void)
 	CHECKF(n == 50 || n == 51, "%d", n);
 	for (k = 0; k < n; k++)
 		jf_fair_release(f, picks[k].queue);
-	/* idle for 5 s: one at once, then the rate again */
-	t += 5000000;
-	CHECKF((n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL)) == 1, "after idle %d", n);
-	CHECK(jf_fair_pick(f, picks, MAXPICK, t + 4000, NULL, NULL) == 0);
-	CHECK(jf_fair_pick(f, picks, MAXPICK, t + 10000, NULL, NULL) == 1);
+	/*
+	 * A turn 30 ms late while tasks wait sends the 3 the rate allowed
+	 * meanwhile; one 80 ms late, at most 50 ms' worth plus the one due.
+	 */
+	CHECK(jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL) == 0);
+	t = jf_fair_next_deadline(f);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL) == 1);
+	jf_fair_release(f, q);
+	t += 30000;
+	CHECKF((n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL)) == 3, "30 ms late: %d", n);
+	for (k = 0; k < n; k++)
+		jf_fair_release(f, q);
+	t += 80000;
+	CHECKF((n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL)) == 6, "80 ms late: %d", n);
+	for (k = 0; k < n; k++)
+		jf_fair_release(f, q);
 	/*
 	 * Turns that wake up to 4 ms after the deadline lose nothing of the
 	 * rate: still 100 a second over 3 s.
@@ -436,6 +447,35 @@ test_rate(void)
 		}
 	}
 	CHECKF(n >= 297 && n <= 303, "3 s of late turns: %d", n);
+	/* turns every 30 ms with tasks waiting: still 100 a second */
+	n = 0;
+	for (k = 0; k < 100; k++)
+	{
+		int			got;
+
+		t += 30000;
+		got = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL);
+		n += got;
+		while (got-- > 0)
+			jf_fair_release(f, q);
+	}
+	CHECKF(n >= 297 && n <= 303, "3 s of turns every 30 ms: %d", n);
+	jf_fair_destroy(f);
+
+	/* a queue emptied, then idle for 5 s: one at once, then the rate */
+	f = jf_fair_create(&c);
+	CHECK(jf_fair_configure(f, 1, "r", &qc));
+	q = jf_fair_queue(f, 1, "r", "http://h/");
+	jf_fair_push(f, q, 1, 0);
+	t = 0;
+	CHECK(jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL) == 1);
+	jf_fair_release(f, q);
+	t += 5000000;
+	for (k = 0; k < 10; k++)
+		jf_fair_push(f, q, 10 + k, 0);
+	CHECKF((n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL)) == 1, "after idle %d", n);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, t + 4000, NULL, NULL) == 0);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, t + 10000, NULL, NULL) == 1);
 	jf_fair_destroy(f);
 }
 
