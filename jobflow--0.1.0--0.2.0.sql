@@ -631,8 +631,12 @@ AS 'MODULE_PATHNAME', 'jobflow_retry_failed'
 LANGUAGE C VOLATILE
 SET search_path = pg_catalog, pg_temp;
 
-/* Finished tasks by the time they finished: dead letters, and pruning. */
-CREATE INDEX tasks_finished_at ON jobflow.tasks (updated_at)
+/*
+ * Finished tasks by the time they finished: dead letters, and pruning (id
+ * too: with per-queue retentions, pruning goes on from an (updated_at, id)
+ * mark; see item 3).
+ */
+CREATE INDEX tasks_finished_at ON jobflow.tasks (updated_at, id)
 	WHERE state IN ('succeeded', 'failed', 'cancelled');
 
 CREATE VIEW jobflow.failed_tasks WITH (security_invoker = true) AS

@@ -27,12 +27,12 @@
  * keeps its tasks).  Then the batch has two parts: the queues with a
  * positive retention of their own, each through the partial index
  * tasks_finished_queue (owner, queue, updated_at); and the rest at
- * jobflow.retention, through tasks_finished_at, passing over the tasks of
- * queues with their own retention.  So that those are not passed over
- * again by every batch, the second part goes on from where the last one
- * stopped (mark_at, mark_id), and starts from the oldest again when the
- * queues' settings change, when the worker starts and every
- * MARK_RESET_MS.
+ * jobflow.retention, through tasks_finished_at (updated_at, id), passing
+ * over the tasks of queues with their own retention.  So that those are
+ * not passed over again by every batch, the second part goes on from
+ * where the last one stopped (mark_at, mark_id), and starts from the
+ * oldest again when the queues' settings change, when the worker starts
+ * and every MARK_RESET_MS.
  *
  *-------------------------------------------------------------------------
  */
@@ -126,8 +126,7 @@ prune_with_queues(Datum *values, Oid *types, int64 *logs, bool *full)
 							  "     AND $1 > 0"
 							  "     AND t.updated_at < pg_catalog.now()"
 							  "         - pg_catalog.make_interval(secs => $1)"
-							  "     AND t.updated_at >= $3"
-							  "     AND (t.updated_at > $3 OR t.id > $4)"
+							  "     AND (t.updated_at, t.id) > ($3, $4)"
 							  "   ORDER BY t.updated_at, t.id LIMIT $2),"
 							  " rest AS ("
 							  "  SELECT t.id FROM jobflow.tasks t JOIN seen s ON s.id = t.id"
