@@ -34,7 +34,7 @@
 /* a bucket keeps one token plus this many seconds' worth of them */
 #define BURST_SECONDS 0.005
 /* ... or, while tasks wait for its tokens, this many (a late turn's due) */
-#define CATCHUP_SECONDS 0.05
+#define CATCHUP_SECONDS 0.1
 
 /*
  * A rate's token bucket: tokens accrue continuously from `last`, up to one

@@ -412,7 +412,7 @@ test_rate(void)
 		jf_fair_release(f, picks[k].queue);
 	/*
 	 * A turn 30 ms late while tasks wait sends the 3 the rate allowed
-	 * meanwhile; one 80 ms late, at most 50 ms' worth plus the one due.
+	 * meanwhile; one 150 ms late, at most 100 ms' worth plus the one due.
 	 */
 	CHECK(jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL) == 0);
 	t = jf_fair_next_deadline(f);
@@ -422,8 +422,8 @@ test_rate(void)
 	CHECKF((n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL)) == 3, "30 ms late: %d", n);
 	for (k = 0; k < n; k++)
 		jf_fair_release(f, q);
-	t += 80000;
-	CHECKF((n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL)) == 6, "80 ms late: %d", n);
+	t += 150000;
+	CHECKF((n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL)) == 11, "150 ms late: %d", n);
 	for (k = 0; k < n; k++)
 		jf_fair_release(f, q);
 	/*
