@@ -140,10 +140,12 @@ def test_rate_of_100_per_second(tenant, second_receiver):
     assert all(95 <= c <= 105 for c in counts), \
         "per second at the receiver: %s, sent by the worker: %s, all in %.2f s" % (
             counts, per_second(sent, sent[0] + 1, 4), times[-1] - times[0])
-    # smooth: no 50 ms window holds more than 10 (5 expected; a burst at
-    # each second boundary would put dozens in one)
+    # smooth: no 50 ms window holds more than 20 (5 expected; after a stall
+    # of the worker, what the rate allowed meanwhile goes at once, at most
+    # 1 + 100 ms' worth = 11; a burst at each second boundary would put 100
+    # in one)
     worst = max(sum(1 for u in times if t <= u < t + 0.05) for t in times)
-    assert worst <= 10, "%d arrivals within 50 ms" % worst
+    assert worst <= 20, "%d arrivals within 50 ms" % worst
 
 
 def test_priority_wins_when_capacity_is_short(tenant, second_receiver, server, db):
