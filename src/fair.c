@@ -8,10 +8,10 @@
  *
  * Origins, owners and queues live in arrays that only grow, found through
  * small open-addressing tables of indexes; a queue is a ring buffer of
- * task ids with their due times, in due order: the wheel hands tasks over
- * in due order, and a queue that got one out of order (an overdue task
- * loaded late, say while its queue was paused) is sorted again before
- * anything is next taken from it.  Queues that hold parked tasks form a circular list that
+ * task ids with their due times, in the order the wheel handed them over
+ * (due order, but for overdue tasks loaded late); a paused queue that got
+ * one out of order is sorted again before anything is next taken from it,
+ * so that on resume its tasks fire in due order.  Queues that hold parked tasks form a circular list that
  * jf_fair_pick() walks from where the previous pick stopped, so every
  * queue is visited once per pass whatever the others hold.  With named
  * queues of several priorities, it walks the circle once per priority,
@@ -551,7 +551,15 @@ jf_fair_push(JfFair *f, uint32_t queue, uint64_t id, int64_t due)
 	}
 	if (q->count == 0 && q->claimed == 0)
 		f->hosts[q->host].owners++;
-	if (q->count > 0 && due < q->ids[(q->head + q->count - 1) % q->cap].due)
+	/*
+	 * Only a paused queue is sorted again (when it is next served): there,
+	 * tasks loaded late (overdue ones scheduled while it was paused) must
+	 * not fire out of due order on resume.  Other queues are served as the
+	 * wheel hands tasks over, as before: sorting a large backlog on every
+	 * turn would cost every queue's lateness.
+	 */
+	if (q->count > 0 && due < q->ids[(q->head + q->count - 1) % q->cap].due &&
+		f->groups[q->group].cfg.paused)
 		q->unsorted = true;
 	q->ids[(q->head + q->count) % q->cap].id = id;
 	q->ids[(q->head + q->count) % q->cap].due = due;

@@ -103,8 +103,8 @@ extern void jf_fair_reset_queues(JfFair *f);
 extern bool jf_fair_origin(const char *url, char *buf, size_t len);
 
 /*
- * Park a task due at `due` (any clock) in its queue, which is served in due
- * order; false when out of memory.
+ * Park a task due at `due` (any clock) in its queue; a paused queue is
+ * served in due order once resumed.  False when out of memory.
  */
 extern bool jf_fair_push(JfFair *f, uint32_t queue, uint64_t id, int64_t due);
 

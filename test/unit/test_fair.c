@@ -305,25 +305,28 @@ test_pause(void)
 	jf_fair_destroy(f);
 }
 
-/* A queue whose ring wrapped is still served in due order. */
+/* A paused queue whose ring wrapped is served in due order on resume. */
 static void
 test_due_order(void)
 {
 	JfFairConfig c = config(4096, 64, 1024);
 	JfFair	   *f = jf_fair_create(&c);
 	uint32_t	q = jf_fair_queue(f, 1, NULL, "http://h/");
+	JfFairQueueConfig paused = qconfig(true, 0, 0, 0);
 	int			k;
 	int			n;
 
 	for (k = 0; k < 10; k++)
 		jf_fair_push(f, q, k, 100 + k);
 	CHECK(jf_fair_pick(f, picks, 8, 0, NULL, NULL) == 8);
+	/* paused, tasks loaded late arrive out of due order */
+	CHECK(jf_fair_configure(f, 1, "default", &paused));
 	for (k = 0; k < 12; k++)
 		jf_fair_push(f, q, 100 + k, 500 - k);
-	/* one overdue task arrives late */
 	jf_fair_push(f, q, 999, 5);
 	for (k = 0; k < 8; k++)
 		jf_fair_release(f, q);
+	jf_fair_reset_queues(f);
 	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	CHECKF(n == 15, "%d", n);
 	CHECK(picks[0].id == 999 && picks[1].id == 8 && picks[2].id == 9 && picks[3].id == 111);
