@@ -645,12 +645,18 @@ reassign_owned(List *oids, Oid newrole)
 	Datum	   *d;
 	ListCell   *lc;
 	int			n = 0;
+	/*
+	 * Timers first: their UPDATE waits for a cron pass that holds them
+	 * (it locks the timers it materialises), and each later statement
+	 * takes a new snapshot, so the occurrences that pass created under the
+	 * old owner move too.  From then on the pass skips the locked timers.
+	 */
 	static const char *const sql[] = {
+		"UPDATE jobflow.cron_timers x SET owner = $2::pg_catalog.regrole"
+		" WHERE x.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)",
 		"UPDATE jobflow.tasks x SET owner = $2::pg_catalog.regrole"
 		" WHERE x.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)",
 		"UPDATE jobflow.task_log x SET owner = $2::pg_catalog.regrole"
-		" WHERE x.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)",
-		"UPDATE jobflow.cron_timers x SET owner = $2::pg_catalog.regrole"
 		" WHERE x.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)"
 	};
 
