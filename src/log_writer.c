@@ -54,7 +54,7 @@ static int	maxorphans = 0;
 static SPIPlanPtr insert_plan = NULL;
 
 void
-log_writer_init(void)
+jf_log_writer_init(void)
 {
 	buffer_cxt = AllocSetContextCreate(TopMemoryContext, "jobflow log buffer",
 									   ALLOCSET_DEFAULT_SIZES);
@@ -92,7 +92,7 @@ sanitize_text(const char *s, size_t len)
 
 /* Copy an outcome into the buffer; it is written by a later flush. */
 void
-log_writer_add(const OutcomeRow *row)
+jf_log_writer_add(const OutcomeRow *row)
 {
 	MemoryContext old = MemoryContextSwitchTo(buffer_cxt);
 	OutcomeRow *r;
@@ -118,7 +118,7 @@ log_writer_add(const OutcomeRow *row)
  * running, so a claim made now would miss it.
  */
 bool
-log_writer_has_retry(int64 id)
+jf_log_writer_has_retry(int64 id)
 {
 	int			i;
 
@@ -132,7 +132,7 @@ log_writer_has_retry(int64 id)
 
 /* Whether task id has an outcome waiting in the buffer. */
 bool
-log_writer_holds(int64 id)
+jf_log_writer_holds(int64 id)
 {
 	int			i;
 
@@ -145,14 +145,14 @@ log_writer_holds(int64 id)
 }
 
 int
-log_writer_buffered(void)
+jf_log_writer_buffered(void)
 {
 	return nrows;
 }
 
 /* When the oldest buffered row must be written; INT64_MAX when none. */
 int64
-log_writer_deadline(void)
+jf_log_writer_deadline(void)
 {
 	if (nrows == 0)
 		return PG_INT64_MAX;
@@ -318,7 +318,7 @@ write_rows(int from, int n)
 	ret = SPI_execute_plan(insert_plan, iv, NULL, false, 0);
 	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "log insert failed: %s", SPI_result_code_string(ret));
-	worker_count_statement(2);
+	jf_worker_count_statement(2);
 }
 
 /*
@@ -373,7 +373,7 @@ add_orphan(int64 id)
 
 /* The tasks whose outcome could not be written, oldest first. */
 int
-log_writer_orphans(int64 **ids)
+jf_log_writer_orphans(int64 **ids)
 {
 	*ids = orphans;
 	return norphans;
@@ -381,7 +381,7 @@ log_writer_orphans(int64 **ids)
 
 /* The first n orphans were rescued. */
 void
-log_writer_forget_orphans(int n)
+jf_log_writer_forget_orphans(int n)
 {
 	memmove(orphans, orphans + n, sizeof(int64) * (norphans - n));
 	norphans -= n;
@@ -389,7 +389,7 @@ log_writer_forget_orphans(int n)
 
 /* Write every buffered outcome in one transaction. */
 void
-log_writer_flush(void)
+jf_log_writer_flush(void)
 {
 	TimestampTz flush_start;
 	int			i;
@@ -449,7 +449,7 @@ log_writer_flush(void)
  * that no longer exist, and their ids may already name new tasks.
  */
 void
-log_writer_discard(void)
+jf_log_writer_discard(void)
 {
 	nrows = 0;
 	maxrows = 0;

@@ -48,7 +48,7 @@ static int64 try_ms = 0;		/* waiting for a gap: look again then */
  * remains, else at the next look.  Infinity when retention is off.
  */
 int64
-prune_deadline(void)
+jf_prune_deadline(void)
 {
 	if (jobflow_retention_s == 0)
 		return INT64_MAX;
@@ -62,7 +62,7 @@ prune_deadline(void)
  * a millisecond (the loop wakes for due tasks anyway).
  */
 void
-prune_turn(WorkerState *ws)
+jf_prune_turn(WorkerState *ws)
 {
 	int64		now_ms = jf_now_ms();
 	TimestampTz start;
@@ -111,7 +111,7 @@ prune_turn(WorkerState *ws)
 	tasks = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	logs = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	jf_xact_commit();
-	worker_count_statement(1);
+	jf_worker_count_statement(1);
 
 	pg_atomic_fetch_add_u64(&jobflow_shared->pruned_tasks, tasks);
 	pg_atomic_fetch_add_u64(&jobflow_shared->pruned_log_rows, logs);
