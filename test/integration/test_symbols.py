@@ -22,6 +22,8 @@ def test_exported_symbols_carry_the_prefix(db):
                          capture_output=True, text=True, check=True).stdout
     names = [f[2] for f in (line.split() for line in out.splitlines())
              if len(f) == 3 and f[1] in "TDBRVW"]
-    assert "jf_http_result_class" in names and "_PG_init" in names, names[:20]
+    # PostgreSQL 16 and later build extensions with hidden visibility: only
+    # what PostgreSQL looks up is exported there, and the check is moot
+    assert "_PG_init" in names, names[:20]
     bad = sorted(n for n in names if not ALLOWED.search(n))
     assert bad == [], "exported without the prefix: %s" % " ".join(bad)
