@@ -599,6 +599,19 @@ jobflow_worker_main(Datum main_arg)
 	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 
 	/*
+	 * Nor may they scan jobflow.tasks: each is planned once and kept, and
+	 * planned while the table was small (the first turns after start, or a
+	 * new database) it would read every task at every execution once there
+	 * are 200,000.  It happened to the claim (35 ms a claim) and to the
+	 * outcome write (a nested loop over the table: 50-390 ms a flush, the
+	 * turn stalled, other tenants' callbacks 100-350 ms late).  Every
+	 * statement of the worker reaches tasks by id or an index; a table
+	 * with no index for a statement is still scanned, at a cost the
+	 * planner ignores (JIT is off).
+	 */
+	SetConfigOption("enable_seqscan", "off", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
 	 * Tenants cannot lock jobflow's tables against the worker (no grant
 	 * allows it, and claims skip locked rows), but an admin's DDL queued
 	 * behind a long transaction could still hold it up: waiting is bounded,
