@@ -15,6 +15,12 @@
  * If a batch fails, it is rolled back to a subtransaction and its rows are
  * written one by one, so one bad row cannot take the others with it.
  *
+ * The worker never waits for a row lock that another transaction holds on
+ * a task (a tenant may lock its own tasks FOR UPDATE, in a transaction it
+ * keeps open): each flush first locks the rows it writes, skipping those
+ * locked elsewhere, and the outcomes of those wait in the buffer and are
+ * tried again LOCKED_RETRY_MS later, while the loop goes on for everyone.
+ *
  * Response excerpts are arbitrary bytes; they are made valid text in the
  * database encoding (NUL and invalid sequences become '?') before writing.
  *
@@ -46,6 +52,12 @@ static int	nrows = 0;
 static int	maxrows = 0;
 static int64 first_buffered_ms = 0;
 static SPIPlanPtr update_plan = NULL;
+
+/* outcomes held back by others' row locks: rows[0 .. nheld) after a flush */
+#define LOCKED_RETRY_MS 500
+static int	nheld = 0;
+static int64 held_retry_ms = 0;
+static SPIPlanPtr locked_plan = NULL;
 
 /* tasks whose outcome row could not be written, for the next rescue */
 static int64 *orphans = NULL;
@@ -107,7 +119,7 @@ log_writer_add(const OutcomeRow *row)
 	*r = *row;
 	r->error = row->error ? sanitize_text(row->error, strlen(row->error)) : NULL;
 	r->response = row->response ? sanitize_text(row->response, row->response_len) : NULL;
-	if (nrows == 1)
+	if (nrows == nheld + 1)
 		first_buffered_ms = jf_now_ms();
 	MemoryContextSwitchTo(old);
 	pg_atomic_write_u64(&jobflow_shared->buffered_rows, nrows);
@@ -156,8 +168,12 @@ log_writer_deadline(void)
 {
 	if (nrows == 0)
 		return PG_INT64_MAX;
-	if (nrows >= jobflow_log_batch_size)
+	if (nrows == nheld)
+		return held_retry_ms;
+	if (nrows - nheld >= jobflow_log_batch_size)
 		return 0;
+	if (nheld > 0)
+		return Min(first_buffered_ms + jobflow_log_flush_ms, held_retry_ms);
 	return first_buffered_ms + jobflow_log_flush_ms;
 }
 
@@ -228,6 +244,20 @@ prepare_plans(void)
 	if (insert_plan == NULL)
 		elog(ERROR, "could not prepare the log insert: %s", SPI_result_code_string(SPI_result));
 	SPI_keepplan(insert_plan);
+
+	/*
+	 * Locks the tasks of the batch and returns those another transaction
+	 * holds locked (deleted tasks are neither: their attempts are logged).
+	 */
+	locked_plan = SPI_prepare(
+		"SELECT u.id FROM pg_catalog.unnest($1) AS u(id)"
+		" WHERE NOT EXISTS (SELECT FROM jobflow.tasks t WHERE t.id = u.id"
+		"                   FOR NO KEY UPDATE SKIP LOCKED)"
+		"   AND EXISTS (SELECT FROM jobflow.tasks t WHERE t.id = u.id)",
+		1, &utypes[0]);
+	if (locked_plan == NULL)
+		elog(ERROR, "could not prepare the row lock check: %s", SPI_result_code_string(SPI_result));
+	SPI_keepplan(locked_plan);
 }
 
 static inline Datum
@@ -387,15 +417,97 @@ log_writer_forget_orphans(int n)
 	norphans -= n;
 }
 
-/* Write every buffered outcome in one transaction. */
+/*
+ * Lock the tasks of the buffered outcomes, skipping those another
+ * transaction holds locked, and move the outcomes of those to the end of
+ * the buffer: they wait for a later flush.  Returns how many rows, from
+ * the start, can be written now without waiting for anyone.
+ */
+static int
+lock_rows(void)
+{
+	Datum	   *ids = palloc(sizeof(Datum) * nrows);
+	OutcomeRow *later;
+	int64	   *locked;
+	Datum		arg;
+	int			nlocked;
+	int			nwrite = 0;
+	int			nlater = 0;
+	int			i;
+	int			ret;
+
+	for (i = 0; i < nrows; i++)
+		ids[i] = Int64GetDatum(rows[i].id);
+	arg = PointerGetDatum(make_array(ids, NULL, nrows, INT8OID));
+	ret = SPI_execute_plan(locked_plan, &arg, NULL, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "row lock check failed: %s", SPI_result_code_string(ret));
+	worker_count_statement(1);
+	if (SPI_processed == 0)
+		return nrows;
+
+	nlocked = (int) SPI_processed;
+	locked = palloc(sizeof(int64) * nlocked);
+	for (i = 0; i < nlocked; i++)
+	{
+		bool		isnull;
+
+		locked[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+												SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	qsort(locked, nlocked, sizeof(int64), jf_compare_int64);
+	later = palloc(sizeof(OutcomeRow) * nrows);
+	for (i = 0; i < nrows; i++)
+	{
+		if (bsearch(&rows[i].id, locked, nlocked, sizeof(int64), jf_compare_int64))
+			later[nlater++] = rows[i];
+		else
+			rows[nwrite++] = rows[i];
+	}
+	memcpy(rows + nwrite, later, sizeof(OutcomeRow) * nlater);
+	return nwrite;
+}
+
+/*
+ * A copy of rows[from .. nrows), the outcomes held back, in a new buffer
+ * context made a child of the current one: an error before the flush has
+ * forgotten what it wrote deletes it with its parent.
+ */
+static OutcomeRow *
+copy_held(int from, MemoryContext *cxt)
+{
+	int			n = nrows - from;
+	OutcomeRow *copy;
+	int			i;
+
+	*cxt = AllocSetContextCreate(buffer_cxt, "jobflow log buffer", ALLOCSET_DEFAULT_SIZES);
+	copy = MemoryContextAlloc(*cxt, sizeof(OutcomeRow) * Max(64, n));
+	for (i = 0; i < n; i++)
+	{
+		copy[i] = rows[from + i];
+		if (copy[i].error)
+			copy[i].error = MemoryContextStrdup(*cxt, copy[i].error);
+		if (copy[i].response)
+			copy[i].response = MemoryContextStrdup(*cxt, copy[i].response);
+	}
+	return copy;
+}
+
+/*
+ * Write every buffered outcome in one transaction, but for those of tasks
+ * another transaction holds locked (see the file header).
+ */
 void
 log_writer_flush(void)
 {
 	TimestampTz flush_start;
 	int			i;
-	uint64		written = nrows;
+	int			nwrite;
+	uint64		written;
 	int64	   *failed;
 	int			nfailed = 0;
+	MemoryContext held_cxt = NULL;
+	OutcomeRow *held = NULL;
 
 	if (nrows == 0)
 		return;
@@ -403,9 +515,11 @@ log_writer_flush(void)
 	jf_xact_begin("jobflow: write outcomes");
 	if (update_plan == NULL)
 		prepare_plans();
+	nwrite = lock_rows();
+	written = nwrite;
 	/* outlives the transaction; goes with the buffer below */
-	failed = MemoryContextAlloc(buffer_cxt, sizeof(int64) * nrows);
-	if (!try_write_rows(0, nrows))
+	failed = MemoryContextAlloc(buffer_cxt, sizeof(int64) * Max(nwrite, 1));
+	if (nwrite > 0 && !try_write_rows(0, nwrite))
 	{
 		/*
 		 * One by one: a row that still fails is reported and its task,
@@ -413,7 +527,7 @@ log_writer_flush(void)
 		 * the others are committed.
 		 */
 		written = 0;
-		for (i = 0; i < nrows; i++)
+		for (i = 0; i < nwrite; i++)
 		{
 			if (try_write_rows(i, 1))
 				written++;
@@ -421,6 +535,8 @@ log_writer_flush(void)
 				failed[nfailed++] = rows[i].id;
 		}
 	}
+	if (nwrite < nrows)
+		held = copy_held(nwrite, &held_cxt);
 	jf_fault("flush");
 	jf_xact_commit();
 	jf_metrics_observe(JF_HIST_FLUSH, GetCurrentTimestamp() - flush_start);
@@ -430,10 +546,11 @@ log_writer_flush(void)
 	 * from here on would have the next flush write them again.  Their
 	 * memory goes with the buffer's context below (or at the next flush).
 	 */
-	nrows = 0;
-	maxrows = 0;
-	rows = NULL;
-	pg_atomic_write_u64(&jobflow_shared->buffered_rows, 0);
+	nheld = nrows - nwrite;
+	nrows = nheld;
+	maxrows = nheld > 0 ? Max(64, nheld) : 0;
+	rows = held;
+	pg_atomic_write_u64(&jobflow_shared->buffered_rows, nrows);
 	jf_fault("after_flush");
 	for (i = 0; i < nfailed; i++)
 		add_orphan(failed[i]);
@@ -441,7 +558,15 @@ log_writer_flush(void)
 	pg_atomic_fetch_add_u64(&jobflow_shared->flushes, 1);
 	pg_atomic_fetch_add_u64(&jobflow_shared->flushed_rows, written);
 	pg_atomic_write_u64(&jobflow_shared->last_flush_ms, (uint64) jf_now_ms());
-	MemoryContextReset(buffer_cxt);
+	if (held_cxt != NULL)
+	{
+		MemoryContextSetParent(held_cxt, TopMemoryContext);
+		MemoryContextDelete(buffer_cxt);
+		buffer_cxt = held_cxt;
+		held_retry_ms = jf_now_ms() + LOCKED_RETRY_MS;
+	}
+	else
+		MemoryContextReset(buffer_cxt);
 }
 
 /*
@@ -452,6 +577,7 @@ void
 log_writer_discard(void)
 {
 	nrows = 0;
+	nheld = 0;
 	maxrows = 0;
 	rows = NULL;
 	MemoryContextReset(buffer_cxt);
