@@ -25,7 +25,8 @@ ACCESS_LOG = os.path.join(NGINX_DIR, "access.log")
 CLUSTER_LOG = os.environ["CLUSTER_LOG"]
 N_BIG = int(os.environ.get("BENCH_TASKS_1M", "1000000"))
 PERF = os.environ.get("BENCH_PERF", "") not in ("", "0")
-PHASES = os.environ.get("BENCH_PHASES", "steady,burst,big").split(",")
+# in this order; a phase may come twice (W2 on a fresh cluster, then after steady load)
+PHASES = os.environ.get("BENCH_PHASES", "burst,steady,burst,big").split(",")
 
 STEADY_RATE = 100           # tasks per second
 STEADY_SECONDS = 20
@@ -433,7 +434,7 @@ def burst(tag, max_conc, per_host, do_perf):
     }
 
 
-def run_burst():
+def run_burst(when):
     results = []
     for i, (mc, ph) in enumerate(BURST_CONFIGS):
         results.append(burst("burst-%d" % (i + 1), mc, ph, PERF and i == 0))
@@ -446,7 +447,7 @@ def run_burst():
              r["first"], r["last"], r["rate"], r["final_ms"], r["final_upd_ms"],
              r["succeeded"], r["retried"]] for r in results]
     rows.append(["[goal]", "", "", "", "20000", "", "0", "", "", ">=10000", "", "", "20000", ""])
-    table("2. Burst: %d tasks due at the same instant (task_log written for each)" % BURST_TASKS,
+    table("2. Burst %s: %d tasks due at the same instant (task_log written for each)" % (when, BURST_TASKS),
           ["caps conc/host", "fd limit", "tasks", "arrived", "distinct", "conns", "non-200", "first ms",
            "last ms", "cb/s", "all final ms", "max upd ms", "succeeded", "retried"],
           rows,
@@ -461,7 +462,7 @@ def run_burst():
              r["pgss_stmts"] / r["fired"] if r["fired"] else None, r["flushes"],
              r["rows_per_flush"], r["cpu_s"], r["cpu_us_per_cb"]] for r in results]
     rows.append(["[goal]", "", "", "<=0.02", "", "<=0.02", "", "", "", ""])
-    table("3. Statements written per callback during the burst",
+    table("3. Statements written per callback during the burst %s" % when,
           ["caps conc/host", "fired", "statements", "stmt/cb", "pgss stmts", "pgss/cb",
            "flushes", "rows/flush", "worker cpu s", "cpu us/cb"], rows,
           ["statements, fired, flushes, rows: deltas of jobflow.worker_status();"
@@ -611,18 +612,23 @@ def main():
     s = status()
     idle_fresh = (mem(s["pid"]), s["wheel_bytes"])
     progress("worker pid %d; nginx 127.0.0.1:%d" % (s["pid"], PORT))
-    if "steady" in PHASES:
-        run_steady()
-    if "burst" in PHASES:
-        run_burst()
-    if "big" in PHASES:
-        run_big(idle_fresh)
-    if "signing" in PHASES:
-        import signing
-        signing.run_signing(sys.modules[__name__])
-    if "isolation" in PHASES:
-        import isolation
-        isolation.run_isolation(sys.modules[__name__], int(os.environ.get("BENCH_ISO_SECONDS", "10")))
+    done = []
+    for phase in PHASES:
+        if phase == "steady":
+            run_steady()
+        elif phase == "burst":
+            run_burst("after " + ", ".join(done) if done else "on a fresh cluster")
+        elif phase == "big":
+            run_big(idle_fresh)
+        elif phase == "signing":
+            import signing
+            signing.run_signing(sys.modules[__name__])
+        elif phase == "isolation":
+            import isolation
+            isolation.run_isolation(sys.modules[__name__], int(os.environ.get("BENCH_ISO_SECONDS", "10")))
+        else:
+            sys.exit("unknown phase %r (BENCH_PHASES)" % phase)
+        done.append(phase)
     with open(os.path.join(NGINX_DIR, "error.log")) as f:
         errs = f.read().splitlines()
     if errs:
