@@ -435,9 +435,12 @@ def burst(tag, max_conc, per_host, do_perf):
 
 
 def run_burst(when):
+    # each run its own tags: arrivals are counted by tag in nginx's log
+    run_burst.runs = getattr(run_burst, "runs", 0) + 1
+    prefix = "burst-" if run_burst.runs == 1 else "burst%d-" % run_burst.runs
     results = []
     for i, (mc, ph) in enumerate(BURST_CONFIGS):
-        results.append(burst("burst-%d" % (i + 1), mc, ph, PERF and i == 0))
+        results.append(burst("%s%d" % (prefix, i + 1), mc, ph, PERF and run_burst.runs == 1 and i == 0))
         time.sleep(1)
     q("ALTER SYSTEM RESET jobflow.max_concurrent_requests")
     q("ALTER SYSTEM RESET jobflow.max_requests_per_host")
