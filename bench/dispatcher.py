@@ -358,6 +358,7 @@ def burst(tag, max_conc, per_host, do_perf):
     nofile = fd_limit(pid)
     q("SELECT pg_stat_statements_reset()")
     cpu0 = cpu_seconds(pid)
+    phases0 = phase_seconds()
     due = now_ms() + 5000
     t0 = now_ms()
     lo, hi, cnt = q1(
@@ -390,6 +391,7 @@ def burst(tag, max_conc, per_host, do_perf):
         perf_stop(perf, perf_path)
     s1 = status()
     cpu1 = cpu_seconds(pid)
+    phases1 = phase_seconds()
     states = wait_final(lo, hi, cnt, 30)
     max_upd = q1("SELECT (extract(epoch FROM max(updated_at)) * 1000)::bigint"
                  "  FROM jobflow.tasks WHERE id BETWEEN %s AND %s", (lo, hi))[0]
@@ -431,7 +433,17 @@ def burst(tag, max_conc, per_host, do_perf):
         "pgss": pg,
         "cpu_us_per_cb": round((cpu1 - cpu0) * 1e6 / fired) if fired else None,
         "cpu_s": cpu1 - cpu0,
+        "phases": {k: phases1[k] - phases0[k] for k in phases1},
     }
+
+
+def phase_seconds():
+    """The worker's own clocks (jobflow.stats): time in claim statements,
+    in outcome-write transactions, and in loop turns (waiting excluded)."""
+    rows = q("SELECT metric, value FROM jobflow.stats WHERE metric IN"
+             " ('claim_duration_seconds_sum', 'flush_duration_seconds_sum', 'loop_turn_seconds_sum')")
+    got = {r[0].split("_")[0]: r[1] for r in rows}
+    return {"claim": got.get("claim", 0.0), "flush": got.get("flush", 0.0), "turn": got.get("loop", 0.0)}
 
 
 def run_burst(when):
@@ -470,6 +482,21 @@ def run_burst(when):
            "flushes", "rows/flush", "worker cpu s", "cpu us/cb"], rows,
           ["statements, fired, flushes, rows: deltas of jobflow.worker_status();"
            " pgss: the worker's statements in pg_stat_statements"])
+
+    def per_cb(r, seconds):
+        return round(seconds * 1e6 / r["fired"]) if r["fired"] else None
+    rows = []
+    for r in results:
+        ph = r["phases"]
+        rest = ph["turn"] - ph["claim"] - ph["flush"]
+        rows.append([r["caps"], per_cb(r, r["cpu_s"]), per_cb(r, ph["turn"]), per_cb(r, ph["claim"]),
+                     per_cb(r, ph["flush"]), per_cb(r, rest)])
+    table("3b. The worker's time per callback by phase during the burst %s (us)" % when,
+          ["caps conc/host", "cpu", "in turns", "claim", "outcome write", "rest of the turns"], rows,
+          ["cpu: the worker process's user+system time; the others are its own clocks"
+           " (jobflow.stats sums), waiting excluded, so they include waits for fsync",
+           "claim: the claim statement; outcome write: each flush's transaction;"
+           " rest: libcurl (sending, reading replies), parking, loading, the loop itself"])
     for r in results:
         for outcome, st, err, c in r["errors"]:
             print("  caps %s: %d attempt(s) %s, status %s: %s" % (r["caps"], c, outcome, st, err))
