@@ -14,6 +14,7 @@
 
 import os
 import socket
+import threading
 import time
 
 RATE = 50
@@ -100,6 +101,46 @@ def run_isolation(b, seconds):
         b.progress("tenant holds: %s" % ", ".join(held))
         return [conn]
 
+    def row_locks():
+        """A tenant's UPDATE of its own tasks that met them while pending
+        and waited (behind a lock on its first task) while they were
+        claimed keeps a lock on each once running; their requests (to
+        black holes, 3 s timeout) end within the victim's run."""
+        socks = black_holes(1)
+        url = "http://127.0.0.1:%d/slow" % socks[0].getsockname()[1]
+        conn = b.connect()
+        cur = conn.cursor()
+        cur.execute("SET ROLE jf_bench_tenant")
+        cur.execute("SELECT jobflow.schedule(%s, run_at => now() + interval '1 s')", (url,))
+        first = cur.fetchone()[0]
+        cur.execute("SELECT jobflow.schedule(%s, run_at => now() + interval '2 s', timeout_ms => 3000,"
+                    "                        max_attempts => 1) FROM generate_series(1, 50)", (url,))
+        ids = [r[0] for r in cur.fetchall()]
+        conn.close()
+        blocker = b.connect()
+        blocker.autocommit = False
+        blocker.cursor().execute("SET ROLE jf_bench_tenant; SELECT id FROM jobflow.tasks"
+                                 " WHERE id = %s FOR UPDATE", (first,))
+        updater = b.connect()
+        updater.autocommit = False
+        ucur = updater.cursor()
+        ucur.execute("SET ROLE jf_bench_tenant")
+        thread = threading.Thread(target=ucur.execute, args=(
+            "UPDATE jobflow.tasks SET run_at = run_at WHERE id = ANY(%s)", ([first] + ids,)))
+        thread.start()
+        deadline = time.time() + 15
+        while time.time() < deadline and b.q1(
+                "SELECT count(*) FROM jobflow.tasks WHERE id = ANY(%s) AND state = 'running'",
+                (ids,))[0] < len(ids):
+            time.sleep(0.05)
+        blocker.commit()
+        blocker.close()
+        thread.join(15)
+        b.progress("tenant's UPDATE holds locks on %d running tasks" % b.q1(
+            "SELECT count(*) FROM jobflow.tasks t WHERE t.id = ANY(%s) AND NOT EXISTS"
+            " (SELECT FROM jobflow.tasks x WHERE x.id = t.id FOR UPDATE SKIP LOCKED)", (ids,))[0])
+        return socks + [updater]
+
     scenarios = [
         ("baseline", None),
         ("a: 10 slow ports, other tenant", holes_scenario(10, 100, "jf_bench_tenant")),
@@ -107,6 +148,7 @@ def run_isolation(b, seconds):
         ("c: 1 slow host, 20,000 due", holes_scenario(1, 20000, "jf_bench_tenant")),
         ("d: 200,000 overdue, one host", backlog),
         ("e: tenant locks every relation", locks),
+        ("f: tenant's row locks, running tasks", row_locks),
     ]
     # BENCH_ISO_ONLY=c,d: the baseline and those scenarios only
     only = [x for x in os.environ.get("BENCH_ISO_ONLY", "").split(",") if x]
