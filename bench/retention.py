@@ -37,6 +37,7 @@ AHEAD = float(os.environ.get("RETENTION_AHEAD", "2"))
 BATCH_MS = 250
 WINDOW = 5.0
 SLO_MS = 5.0
+DRAIN_S = 300
 
 
 def connect():
@@ -180,6 +181,23 @@ class Generator(threading.Thread):
         self.conn.close()
 
 
+def drain(conn, last_due):
+    """Waits (at most DRAIN_S) until the worker has fired and logged every
+    task, so that the next run starts from an idle worker; prints how far
+    behind the last due time that was."""
+    deadline = time.time() + DRAIN_S
+    while True:
+        busy = one(conn, "SELECT EXISTS (SELECT FROM jobflow.tasks"
+                         "               WHERE state IN ('pending', 'running'))"
+                         "    OR (SELECT in_flight + queued + buffered_rows > 0"
+                         "          FROM jobflow.worker_status())")[0]
+        if not busy or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    print("%s %.1f s after the last due time"
+          % ("still busy" if busy else "worker idle", time.time() - last_due))
+
+
 def phase(conn, name, retention_s):
     """One run of the load; returns the per-window p99s and sizes."""
     print("\n== %s: %d callbacks/s for %d s, jobflow.retention = %d s"
@@ -234,6 +252,7 @@ def phase(conn, name, retention_s):
             if now >= end and (arrived >= gen.scheduled or now >= end + 30):
                 break
     gen.join()
+    drain(conn, start + AHEAD + SECONDS)
     fired = one(conn, "SELECT fired FROM jobflow.worker_status()")[0] - fired0
     cpu, ncpu = cpu_s(wpid) - cpu0, nginx_cpu_s() - ncpu0
     print("arrived %d of %d scheduled; pruned %d tasks"
