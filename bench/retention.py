@@ -207,8 +207,9 @@ def phase(conn, name, retention_s):
         cur.execute("TRUNCATE jobflow.tasks")     # and the log, by its trigger
         cur.execute("VACUUM jobflow.tasks, jobflow.task_log")
         cur.execute("SELECT pg_stat_statements_reset()")
-    print("%6s %10s %9s %10s %9s %9s %9s %8s %8s %8s %6s"
-          % ("t s", "~tasks", "tasks MB", "~log rows", "log MB", "pruned/s",
+    print("%6s %10s %9s %10s %9s %9s %4s %9s %9s %8s %8s %8s %6s"
+          % ("t s", "~tasks", "tasks MB", "~log rows", "log MB", "~dead", "av",
+             "pruned/s",
              "arrived/s", "p50 ms", "p99 ms", "max ms", ">5ms"))
     access = AccessLog(ACCESS_LOG)
     wpid = worker_pid(conn)
@@ -218,7 +219,7 @@ def phase(conn, name, retention_s):
     start = time.time()
     gen = Generator(start + AHEAD)
     gen.start()
-    p99s, sizes, arrived, over = [], [], 0, 0
+    p99s, sizes, arrived, over, vac0 = [], [], 0, 0, None
     end = start + AHEAD + SECONDS + 3
     next_sample = start + WINDOW
     with conn.cursor() as cur:
@@ -230,14 +231,20 @@ def phase(conn, name, retention_s):
                         " pg_total_relation_size('jobflow.tasks'),"
                         " (SELECT n_live_tup FROM pg_stat_user_tables"
                         "   WHERE relid = 'jobflow.task_log'::regclass),"
-                        " pg_total_relation_size('jobflow.task_log')")
-            ntasks, tbytes, nlog, lbytes = cur.fetchone()
+                        " pg_total_relation_size('jobflow.task_log'),"
+                        " (SELECT sum(n_dead_tup) FROM pg_stat_user_tables"
+                        "   WHERE relid IN ('jobflow.tasks'::regclass, 'jobflow.task_log'::regclass)),"
+                        " (SELECT sum(autovacuum_count) FROM pg_stat_user_tables"
+                        "   WHERE relid IN ('jobflow.tasks'::regclass, 'jobflow.task_log'::regclass))")
+            ntasks, tbytes, nlog, lbytes, ndead, nvac = cur.fetchone()
+            if vac0 is None:
+                vac0 = nvac
             pruned = stat(conn, "pruned_tasks_total")
             late = access.new()
             arrived += len(late)
             n_over = sum(1 for v in late if v > SLO_MS)
-            print("%6.0f %10d %9.1f %10d %9.1f %9.0f %9.0f %8.2f %8.2f %8.2f %6d"
-                  % (now - start, ntasks, tbytes / 1e6, nlog, lbytes / 1e6,
+            print("%6.0f %10d %9.1f %10d %9.1f %9d %4d %9.0f %9.0f %8.2f %8.2f %8.2f %6d"
+                  % (now - start, ntasks, tbytes / 1e6, nlog, lbytes / 1e6, ndead, nvac - vac0,
                      (pruned - last_pruned) / WINDOW, len(late) / WINDOW,
                      pct(late, 50), pct(late, 99), max(late) if late else float("nan"),
                      n_over), flush=True)
