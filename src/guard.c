@@ -411,7 +411,7 @@ jf_guard_sweep_roles(void)
 	if (ret != SPI_OK_UPDATE)
 		elog(ERROR, "pausing timers of dropped roles failed: %s", SPI_result_code_string(ret));
 	timers = SPI_processed;
-	worker_count_statement(2);
+	jf_worker_count_statement(2);
 	jf_xact_commit();
 	if (tasks + timers > 0)
 		ereport(LOG,

@@ -54,7 +54,7 @@ static bool backlog = false;	/* the last batch was full */
  * remains, else at the next look.  Infinity when retention is off.
  */
 int64
-prune_deadline(void)
+jf_prune_deadline(void)
 {
 	if (jobflow_retention_s == 0)
 		return INT64_MAX;
@@ -69,7 +69,7 @@ prune_deadline(void)
  * wakes for due tasks anyway).
  */
 void
-prune_turn(WorkerState *ws)
+jf_prune_turn(WorkerState *ws)
 {
 	int64		now_ms = jf_now_ms();
 	TimestampTz start;
@@ -119,7 +119,7 @@ prune_turn(WorkerState *ws)
 	tasks = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	logs = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	jf_xact_commit();
-	worker_count_statement(1);
+	jf_worker_count_statement(1);
 
 	pg_atomic_fetch_add_u64(&jobflow_shared->pruned_tasks, tasks);
 	pg_atomic_fetch_add_u64(&jobflow_shared->pruned_log_rows, logs);

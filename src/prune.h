@@ -10,7 +10,7 @@
 
 #include "worker.h"
 
-extern int64 prune_deadline(void);
-extern void prune_turn(WorkerState *ws);
+extern int64 jf_prune_deadline(void);
+extern void jf_prune_turn(WorkerState *ws);
 
 #endif							/* JOBFLOW_PRUNE_H */
