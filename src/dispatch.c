@@ -39,7 +39,6 @@
 #include "lib/ilist.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 
@@ -405,16 +404,8 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	nclaiming = n;
 	jf_fault("before_claim");
 	jf_xact_begin_durable("jobflow: claim due tasks");
+	jf_xact_by_id_only();
 
-	/*
-	 * Nor may it scan the table: the plan is made once, and made while the
-	 * table was small (the first claim after start) it would read every
-	 * task at every claim once there are 200,000 (35 ms a claim).  For this
-	 * transaction only; the worker runs without JIT, which the cost of a
-	 * disabled scan would otherwise set off.
-	 */
-	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_LOCAL, true, 0, false);
 	if (claim_plan == NULL)
 	{
 		/*

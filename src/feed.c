@@ -585,6 +585,7 @@ load_chunk(WorkerState *ws)
 		n++;
 	}
 	jf_xact_begin("jobflow: load announced tasks");
+	jf_xact_by_id_only();
 	jf_fault("load");
 	values[0] = PointerGetDatum(construct_array(lo, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	values[1] = PointerGetDatum(construct_array(hi, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));

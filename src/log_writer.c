@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * log_writer.c
- *	  Buffers attempt outcomes and writes them in batches: one UPDATE of
- *	  jobflow.tasks and one INSERT into jobflow.task_log per batch.
+ *	  Buffers attempt outcomes and writes them in batches: one statement
+ *	  per batch updates jobflow.tasks and inserts into jobflow.task_log.
  *
  * The transaction that writes a batch also sends NOTIFY jobflow_outcome
  * for the tasks of the batch that asked for it (notify => true) and have
@@ -14,6 +14,14 @@
  * from unnest() over arrays, so the cost per callback falls as load rises.
  * If a batch fails, it is rolled back to a subtransaction and its rows are
  * written one by one, so one bad row cannot take the others with it.
+ *
+ * The worker never waits for a row lock that another transaction holds on
+ * a task (no grant lets a tenant lock a running task, but its UPDATE that
+ * met the task while pending keeps a lock on it once running, until the
+ * tenant's transaction ends): the batch statement first locks the rows it
+ * writes, skipping those locked elsewhere, and the outcomes of those wait
+ * in the buffer and are tried again LOCKED_RETRY_MS later, while the loop
+ * goes on for everyone.
  *
  * Response excerpts are arbitrary bytes; they are made valid text in the
  * database encoding (NUL and invalid sequences become '?') before writing.
@@ -45,13 +53,25 @@ static OutcomeRow *rows = NULL;
 static int	nrows = 0;
 static int	maxrows = 0;
 static int64 first_buffered_ms = 0;
-static SPIPlanPtr update_plan = NULL;
+static SPIPlanPtr write_plan = NULL;
+
+/* the ids a flush held back, as its statements report them */
+typedef struct HeldIds
+{
+	int64	   *ids;
+	int			n;
+	int			max;
+} HeldIds;
+
+/* outcomes held back by others' row locks: rows[0 .. nheld) after a flush */
+#define LOCKED_RETRY_MS 500
+static int	nheld = 0;
+static int64 held_retry_ms = 0;
 
 /* tasks whose outcome row could not be written, for the next rescue */
 static int64 *orphans = NULL;
 static int	norphans = 0;
 static int	maxorphans = 0;
-static SPIPlanPtr insert_plan = NULL;
 
 void
 jf_log_writer_init(void)
@@ -107,7 +127,7 @@ jf_log_writer_add(const OutcomeRow *row)
 	*r = *row;
 	r->error = row->error ? sanitize_text(row->error, strlen(row->error)) : NULL;
 	r->response = row->response ? sanitize_text(row->response, row->response_len) : NULL;
-	if (nrows == 1)
+	if (nrows == nheld + 1)
 		first_buffered_ms = jf_now_ms();
 	MemoryContextSwitchTo(old);
 	pg_atomic_write_u64(&jobflow_shared->buffered_rows, nrows);
@@ -156,8 +176,12 @@ jf_log_writer_deadline(void)
 {
 	if (nrows == 0)
 		return PG_INT64_MAX;
-	if (nrows >= jobflow_log_batch_size)
+	if (nrows == nheld)
+		return held_retry_ms;
+	if (nrows - nheld >= jobflow_log_batch_size)
 		return 0;
+	if (nheld > 0)
+		return Min(first_buffered_ms + jobflow_log_flush_ms, held_retry_ms);
 	return first_buffered_ms + jobflow_log_flush_ms;
 }
 
@@ -177,57 +201,64 @@ make_array(Datum *elems, bool *nulls, int n, Oid type)
 static void
 prepare_plans(void)
 {
-	Oid			utypes[7] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, INT4ARRAYOID,
-		TEXTARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
-	Oid			itypes[10] = {INT8ARRAYOID, INT4ARRAYOID, OIDARRAYOID, TIMESTAMPTZARRAYOID,
-		TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID, INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+	Oid			types[13] = {INT8ARRAYOID, INT4ARRAYOID, OIDARRAYOID, TIMESTAMPTZARRAYOID,
+		TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID, INT4ARRAYOID, TEXTARRAYOID,
+		TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, INT4ARRAYOID};
 
 	/*
-	 * Tasks that asked for it are announced on jobflow_outcome, at most
-	 * OUTCOMES_PER_NOTIFY per notification (each "<id>:<state>" takes at
-	 * most 30 bytes, far below the 8000-byte limit of a payload).
+	 * held: the batch's tasks another transaction holds locked (deleted
+	 * tasks are not held: their attempts are logged); the others are
+	 * locked here, before anything is written.  Tasks that asked for it
+	 * are announced on jobflow_outcome, at most OUTCOMES_PER_NOTIFY per
+	 * notification (each "<id>:<state>" takes at most 30 bytes, far below
+	 * the 8000-byte limit of a payload).  Returns the held ids.
 	 */
-	update_plan = SPI_prepare(
-		"WITH w AS ("
-		"UPDATE jobflow.tasks t"
-		"   SET state = u.state::jobflow.task_state,"
-		"       run_at = COALESCE(u.next_run_at, t.run_at),"
-		"       attempts = t.attempts - u.unclaim,"
-		"       last_status = CASE WHEN u.unclaim = 1 THEN t.last_status ELSE u.status END,"
-		"       last_error = CASE WHEN u.unclaim = 1 THEN t.last_error ELSE u.error END,"
-		"       updated_at = pg_catalog.now()"
-		"  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3),"
-		"                  pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6),"
-		"                  pg_catalog.unnest($7))"
-		"    AS u(id, state, next_run_at, status, error, unclaim, attempt)"
-		" WHERE t.id = u.id AND t.attempts = u.attempt AND t.state = 'running'"
-		" RETURNING t.id, t.state, t.notify)"
-		"SELECT pg_catalog.pg_notify('jobflow_outcome',"
-		"                            pg_catalog.string_agg(n.id || ':' || n.state, ' ' ORDER BY n.id))"
-		"  FROM (SELECT w.id, w.state,"
-		"               (pg_catalog.row_number() OVER (ORDER BY w.id) - 1) / "
+	write_plan = SPI_prepare(
+		"WITH held AS MATERIALIZED ("
+		"  SELECT h.id FROM pg_catalog.unnest($1) AS h(id)"
+		"   WHERE NOT EXISTS (SELECT FROM jobflow.tasks t WHERE t.id = h.id"
+		"                     FOR NO KEY UPDATE SKIP LOCKED)"
+		"     AND EXISTS (SELECT FROM jobflow.tasks t WHERE t.id = h.id)),"
+		" u AS MATERIALIZED ("
+		"  SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2),"
+		"                pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5),"
+		"                pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8),"
+		"                pg_catalog.unnest($9), pg_catalog.unnest($10), pg_catalog.unnest($11),"
+		"                pg_catalog.unnest($12), pg_catalog.unnest($13))"
+		"    AS u(id, attempt, owner, scheduled_at, started_at, finished_at, outcome,"
+		"         status, error, response, state, next_run_at, unclaim)"
+		"   WHERE u.id NOT IN (SELECT held.id FROM held)),"
+		" w AS ("
+		"  UPDATE jobflow.tasks t"
+		"     SET state = u.state::jobflow.task_state,"
+		"         run_at = COALESCE(u.next_run_at, t.run_at),"
+		"         attempts = t.attempts - u.unclaim,"
+		"         last_status = CASE WHEN u.unclaim = 1 THEN t.last_status ELSE u.status END,"
+		"         last_error = CASE WHEN u.unclaim = 1 THEN t.last_error ELSE u.error END,"
+		"         updated_at = pg_catalog.now()"
+		"    FROM u"
+		"   WHERE t.id = u.id AND t.attempts = u.attempt AND t.state = 'running'"
+		"  RETURNING t.id, t.state, t.notify),"
+		" l AS ("
+		"  INSERT INTO jobflow.task_log (task_id, attempt, owner, scheduled_at, started_at,"
+		"         finished_at, outcome, http_status, error, response)"
+		"  SELECT u.id, u.attempt, u.owner::regrole, u.scheduled_at, u.started_at,"
+		"         u.finished_at, u.outcome, u.status, u.error, u.response"
+		"    FROM u WHERE u.outcome <> 'unsent'"
+		"  RETURNING 1),"
+		" n AS ("
+		"  SELECT pg_catalog.pg_notify('jobflow_outcome',"
+		"                              pg_catalog.string_agg(f.id || ':' || f.state, ' ' ORDER BY f.id))"
+		"    FROM (SELECT w.id, w.state,"
+		"                 (pg_catalog.row_number() OVER (ORDER BY w.id) - 1) / "
 		CppAsString2(OUTCOMES_PER_NOTIFY) " AS chunk"
-		"          FROM w WHERE w.notify AND w.state IN ('succeeded', 'failed')) n"
-		" GROUP BY n.chunk", 7, utypes);
-	if (update_plan == NULL)
-		elog(ERROR, "could not prepare the outcome update: %s", SPI_result_code_string(SPI_result));
-	SPI_keepplan(update_plan);
-
-	insert_plan = SPI_prepare(
-		"INSERT INTO jobflow.task_log (task_id, attempt, owner, scheduled_at, started_at,"
-		"       finished_at, outcome, http_status, error, response)"
-		"SELECT u.task_id, u.attempt, u.owner::regrole, u.scheduled_at, u.started_at,"
-		"       u.finished_at, u.outcome, u.http_status, u.error, u.response"
-		"  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3),"
-		"                  pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6),"
-		"                  pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9),"
-		"                  pg_catalog.unnest($10))"
-		"    AS u(task_id, attempt, owner, scheduled_at, started_at, finished_at,"
-		"         outcome, http_status, error, response)"
-		" WHERE u.outcome <> 'unsent'", 10, itypes);
-	if (insert_plan == NULL)
-		elog(ERROR, "could not prepare the log insert: %s", SPI_result_code_string(SPI_result));
-	SPI_keepplan(insert_plan);
+		"            FROM w WHERE w.notify AND w.state IN ('succeeded', 'failed')) f"
+		"   GROUP BY f.chunk)"
+		" SELECT (SELECT pg_catalog.count(*) FROM l), (SELECT pg_catalog.count(*) FROM n),"
+		"        ARRAY(SELECT held.id FROM held)", 13, types);
+	if (write_plan == NULL)
+		elog(ERROR, "could not prepare the outcome write: %s", SPI_result_code_string(SPI_result));
+	SPI_keepplan(write_plan);
 }
 
 static inline Datum
@@ -244,24 +275,31 @@ ts_or_null(TimestampTz ts, bool present, bool *isnull)
 	return TimestampTzGetDatum(ts);
 }
 
-/* Write rows[from .. from+n) with the two batch statements. */
+/*
+ * Write rows[from .. from+n) with the batch statement; the ids of those
+ * it held back are added to held.
+ */
 static void
-write_rows(int from, int n)
+write_rows(int from, int n, HeldIds *held)
 {
-	Datum		uv[7];
-	Datum		iv[10];
-	Datum	   *e[10];
-	bool	   *nl[10];
+	static const Oid elemtypes[13] = {INT8OID, INT4OID, OIDOID, TIMESTAMPTZOID,
+		TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TEXTOID, TEXTOID, TEXTOID,
+		TIMESTAMPTZOID, INT4OID};
+	Datum		v[13];
+	Datum	   *e[13];
+	bool	   *nl[13];
+	Datum	   *ids;
+	bool		isnull;
+	int			nids;
 	int			c;
 	int			i;
 	int			ret;
 
-	for (c = 0; c < 10; c++)
+	for (c = 0; c < 13; c++)
 	{
 		e[c] = palloc(sizeof(Datum) * n);
 		nl[c] = palloc0(sizeof(bool) * n);
 	}
-	/* columns: id, attempt, owner, scheduled, started, finished, outcome, status, error, response */
 	for (i = 0; i < n; i++)
 	{
 		OutcomeRow *r = &rows[from + i];
@@ -277,48 +315,31 @@ write_rows(int from, int n)
 		nl[7][i] = (r->http_status == 0);
 		e[8][i] = text_or_null(r->error, &nl[8][i]);
 		e[9][i] = text_or_null(r->response, &nl[9][i]);
+		e[10][i] = CStringGetTextDatum(r->state);
+		/* only a retry sets the next run; an unsent attempt is given back */
+		e[11][i] = ts_or_null(r->next_run_at, r->outcome == OUTCOME_RETRY, &nl[11][i]);
+		e[12][i] = Int32GetDatum(r->outcome == OUTCOME_UNSENT ? 1 : 0);
 	}
+	for (c = 0; c < 13; c++)
+		v[c] = PointerGetDatum(make_array(e[c], nl[c], n, elemtypes[c]));
 
-	/* tasks: id, state, next_run_at, status, error */
+	ret = SPI_execute_plan(write_plan, v, NULL, false, 0);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "outcome write failed: %s", SPI_result_code_string(ret));
+	jf_worker_count_statement(1);
+	deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[0],
+													   SPI_tuptable->tupdesc, 3, &isnull)),
+					  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &ids, NULL, &nids);
+	for (i = 0; i < nids; i++)
 	{
-		Datum	   *state = palloc(sizeof(Datum) * n);
-		Datum	   *unclaim = palloc(sizeof(Datum) * n);
-		Datum	   *next = palloc(sizeof(Datum) * n);
-		bool	   *next_null = palloc(sizeof(bool) * n);
-
-		for (i = 0; i < n; i++)
+		if (held->n == held->max)
 		{
-			state[i] = CStringGetTextDatum(rows[from + i].state);
-			unclaim[i] = Int32GetDatum(rows[from + i].outcome == OUTCOME_UNSENT ? 1 : 0);
-			next[i] = ts_or_null(rows[from + i].next_run_at,
-								 rows[from + i].outcome == OUTCOME_RETRY, &next_null[i]);
+			held->max = Max(16, held->max * 2);
+			held->ids = held->ids ? repalloc(held->ids, sizeof(int64) * held->max)
+				: palloc(sizeof(int64) * held->max);
 		}
-		uv[0] = PointerGetDatum(make_array(e[0], NULL, n, INT8OID));
-		uv[1] = PointerGetDatum(make_array(state, NULL, n, TEXTOID));
-		uv[2] = PointerGetDatum(make_array(next, next_null, n, TIMESTAMPTZOID));
-		uv[3] = PointerGetDatum(make_array(e[7], nl[7], n, INT4OID));
-		uv[4] = PointerGetDatum(make_array(e[8], nl[8], n, TEXTOID));
-		uv[5] = PointerGetDatum(make_array(unclaim, NULL, n, INT4OID));
+		held->ids[held->n++] = DatumGetInt64(ids[i]);
 	}
-	iv[0] = uv[0];
-	iv[1] = PointerGetDatum(make_array(e[1], NULL, n, INT4OID));
-	uv[6] = iv[1];				/* only the attempt that produced it */
-	iv[2] = PointerGetDatum(make_array(e[2], NULL, n, OIDOID));
-	iv[3] = PointerGetDatum(make_array(e[3], nl[3], n, TIMESTAMPTZOID));
-	iv[4] = PointerGetDatum(make_array(e[4], nl[4], n, TIMESTAMPTZOID));
-	iv[5] = PointerGetDatum(make_array(e[5], nl[5], n, TIMESTAMPTZOID));
-	iv[6] = PointerGetDatum(make_array(e[6], NULL, n, TEXTOID));
-	iv[7] = uv[3];
-	iv[8] = uv[4];
-	iv[9] = PointerGetDatum(make_array(e[9], nl[9], n, TEXTOID));
-
-	ret = SPI_execute_plan(update_plan, uv, NULL, false, 0);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "outcome update failed: %s", SPI_result_code_string(ret));
-	ret = SPI_execute_plan(insert_plan, iv, NULL, false, 0);
-	if (ret != SPI_OK_INSERT)
-		elog(ERROR, "log insert failed: %s", SPI_result_code_string(ret));
-	jf_worker_count_statement(2);
 }
 
 /*
@@ -326,7 +347,7 @@ write_rows(int from, int n)
  * false, leaving the outer transaction usable.
  */
 static bool
-try_write_rows(int from, int n)
+try_write_rows(int from, int n, HeldIds *held)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -336,7 +357,7 @@ try_write_rows(int from, int n)
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		write_rows(from, n);
+		write_rows(from, n, held);
 		ReleaseCurrentSubTransaction();
 	}
 	PG_CATCH();
@@ -387,7 +408,41 @@ jf_log_writer_forget_orphans(int n)
 	norphans -= n;
 }
 
-/* Write every buffered outcome in one transaction. */
+/*
+ * The outcomes held back, copied into a new buffer context made a child of
+ * the current one: an error before the flush has forgotten what it wrote
+ * deletes it with its parent.  Sets *n to their number.
+ */
+static OutcomeRow *
+copy_held(HeldIds *held, MemoryContext *cxt, int *n)
+{
+	OutcomeRow *copy;
+	int			i;
+
+	qsort(held->ids, held->n, sizeof(int64), jf_compare_int64);
+	*cxt = AllocSetContextCreate(buffer_cxt, "jobflow log buffer", ALLOCSET_DEFAULT_SIZES);
+	copy = MemoryContextAlloc(*cxt, sizeof(OutcomeRow) * Max(64, held->n));
+	*n = 0;
+	for (i = 0; i < nrows; i++)
+	{
+		OutcomeRow *r;
+
+		if (!bsearch(&rows[i].id, held->ids, held->n, sizeof(int64), jf_compare_int64))
+			continue;
+		r = &copy[(*n)++];
+		*r = rows[i];
+		if (r->error)
+			r->error = MemoryContextStrdup(*cxt, r->error);
+		if (r->response)
+			r->response = MemoryContextStrdup(*cxt, r->response);
+	}
+	return copy;
+}
+
+/*
+ * Write every buffered outcome in one transaction, but for those of tasks
+ * another transaction holds locked (see the file header).
+ */
 void
 jf_log_writer_flush(void)
 {
@@ -396,16 +451,21 @@ jf_log_writer_flush(void)
 	uint64		written = nrows;
 	int64	   *failed;
 	int			nfailed = 0;
+	HeldIds		held = {NULL, 0, 0};
+	MemoryContext held_cxt = NULL;
+	OutcomeRow *kept = NULL;
+	int			nkept = 0;
 
 	if (nrows == 0)
 		return;
 	flush_start = GetCurrentTimestamp();
 	jf_xact_begin("jobflow: write outcomes");
-	if (update_plan == NULL)
+	jf_xact_by_id_only();
+	if (write_plan == NULL)
 		prepare_plans();
 	/* outlives the transaction; goes with the buffer below */
 	failed = MemoryContextAlloc(buffer_cxt, sizeof(int64) * nrows);
-	if (!try_write_rows(0, nrows))
+	if (!try_write_rows(0, nrows, &held))
 	{
 		/*
 		 * One by one: a row that still fails is reported and its task,
@@ -413,13 +473,19 @@ jf_log_writer_flush(void)
 		 * the others are committed.
 		 */
 		written = 0;
+		held.n = 0;
 		for (i = 0; i < nrows; i++)
 		{
-			if (try_write_rows(i, 1))
+			if (try_write_rows(i, 1, &held))
 				written++;
 			else
 				failed[nfailed++] = rows[i].id;
 		}
+	}
+	if (held.n > 0)
+	{
+		kept = copy_held(&held, &held_cxt, &nkept);
+		written -= nkept;
 	}
 	jf_fault("flush");
 	jf_xact_commit();
@@ -430,10 +496,11 @@ jf_log_writer_flush(void)
 	 * from here on would have the next flush write them again.  Their
 	 * memory goes with the buffer's context below (or at the next flush).
 	 */
-	nrows = 0;
-	maxrows = 0;
-	rows = NULL;
-	pg_atomic_write_u64(&jobflow_shared->buffered_rows, 0);
+	nheld = nkept;
+	nrows = nkept;
+	maxrows = nkept > 0 ? Max(64, nkept) : 0;
+	rows = kept;
+	pg_atomic_write_u64(&jobflow_shared->buffered_rows, nrows);
 	jf_fault("after_flush");
 	for (i = 0; i < nfailed; i++)
 		add_orphan(failed[i]);
@@ -441,7 +508,15 @@ jf_log_writer_flush(void)
 	pg_atomic_fetch_add_u64(&jobflow_shared->flushes, 1);
 	pg_atomic_fetch_add_u64(&jobflow_shared->flushed_rows, written);
 	pg_atomic_write_u64(&jobflow_shared->last_flush_ms, (uint64) jf_now_ms());
-	MemoryContextReset(buffer_cxt);
+	if (held_cxt != NULL)
+	{
+		MemoryContextSetParent(held_cxt, TopMemoryContext);
+		MemoryContextDelete(buffer_cxt);
+		buffer_cxt = held_cxt;
+		held_retry_ms = jf_now_ms() + LOCKED_RETRY_MS;
+	}
+	else
+		MemoryContextReset(buffer_cxt);
 }
 
 /*
@@ -452,6 +527,7 @@ void
 jf_log_writer_discard(void)
 {
 	nrows = 0;
+	nheld = 0;
 	maxrows = 0;
 	rows = NULL;
 	MemoryContextReset(buffer_cxt);

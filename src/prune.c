@@ -5,15 +5,20 @@
  *	  cancelled) older than jobflow.retention, with their log rows.
  *
  * Pruning shares the worker's loop with dispatching, so it works in small
- * batches (jobflow.prune_batch_size tasks, one short transaction each),
- * preferably in the gaps: a batch runs when no task of the wheel is due
- * within PRUNE_SLACK_MS and no request waits to be sent, or, when no such
- * gap comes, PRUNE_MAX_DEFER_MS after it was due, so that pruning keeps up
- * under sustained load too.  While a backlog remains (the last batch was
- * full), batches take at most one PRUNE_SHARE-th of the loop's time: the
- * next one waits (PRUNE_SHARE - 1) times as long as the last one took.
- * Otherwise the worker looks again after jobflow.reconcile_interval.
- * bench/retention.sh measures what that costs in lateness.
+ * batches (jobflow.prune_batch_size tasks, one short transaction each).
+ * The first batch of a look runs preferably in a gap: when no task of the
+ * wheel is due within PRUNE_SLACK_MS and no request waits to be sent, or,
+ * when no such gap comes, PRUNE_MAX_DEFER_MS after it was due.  While a
+ * backlog remains (the last batch was full), batches take at most one
+ * PRUNE_SHARE-th of the loop's time: the next one waits (PRUNE_SHARE - 1)
+ * times as long as the last one took, and then runs without waiting for a
+ * gap, since under sustained load none comes (waiting PRUNE_MAX_DEFER_MS
+ * for each batch capped pruning at ten batches a second: 1,000 tasks/s in
+ * batches of 100, far behind 10,000 callbacks/s).  A task and its log rows
+ * cost 12 to 20 us to delete, so keeping up with 10,000 callbacks/s takes
+ * 12 to 20% of the loop: hence a share of a quarter.  Otherwise the worker
+ * looks again after jobflow.reconcile_interval.  bench/retention.sh
+ * measures what that costs in lateness.
  *
  * The batch deletes the oldest finished tasks first through the partial
  * index tasks_finished_at, and their log rows in the same statement; the
@@ -38,10 +43,11 @@
 
 #define PRUNE_SLACK_MS		2
 #define PRUNE_MAX_DEFER_MS	100
-#define PRUNE_SHARE			10
+#define PRUNE_SHARE			4
 
 static int64 due_ms = 0;		/* the next batch may run from then on */
 static int64 try_ms = 0;		/* waiting for a gap: look again then */
+static bool backlog = false;	/* the last batch was full */
 
 /*
  * When the loop should come back for pruning: now while a backlog
@@ -56,10 +62,11 @@ jf_prune_deadline(void)
 }
 
 /*
- * One batch, once it is due, in a gap (nothing of the wheel due within
- * PRUNE_SLACK_MS, no request waiting to be sent) or, failing a gap,
- * PRUNE_MAX_DEFER_MS after it was due.  Waiting for a gap, look again in
- * a millisecond (the loop wakes for due tasks anyway).
+ * One batch, once it is due: during a backlog at once (the share paces
+ * it), else in a gap (nothing of the wheel due within PRUNE_SLACK_MS, no
+ * request waiting to be sent) or, failing a gap, PRUNE_MAX_DEFER_MS after
+ * it was due.  Waiting for a gap, look again in a millisecond (the loop
+ * wakes for due tasks anyway).
  */
 void
 jf_prune_turn(WorkerState *ws)
@@ -75,7 +82,8 @@ jf_prune_turn(WorkerState *ws)
 
 	if (jobflow_retention_s == 0 || now_ms < Max(due_ms, try_ms))
 		return;
-	if ((jf_http_queued(ws->http) > 0 ||
+	if (!backlog &&
+		(jf_http_queued(ws->http) > 0 ||
 		 jf_wheel_next_deadline(ws->wheel) < now_ms + PRUNE_SLACK_MS) &&
 		now_ms < due_ms + PRUNE_MAX_DEFER_MS)
 	{
@@ -118,7 +126,8 @@ jf_prune_turn(WorkerState *ws)
 	/* a full batch says more are waiting: come back soon, within the share */
 	now_ms = jf_now_ms();
 	took_us = GetCurrentTimestamp() - start;
-	due_ms = tasks >= jobflow_prune_batch_size ?
+	backlog = tasks >= jobflow_prune_batch_size;
+	due_ms = backlog ?
 		now_ms + Max((int64) 1, ((PRUNE_SHARE - 1) * took_us + 999) / 1000) :
 		now_ms + jobflow_reconcile_ms;
 }

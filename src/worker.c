@@ -118,6 +118,24 @@ jf_xact_begin_durable(const char *activity)
 							 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
 }
 
+/*
+ * The statements that fetch tasks by id may not scan jobflow.tasks: each
+ * is planned once and kept, and planned while the table was small (the
+ * first turns after start, or a new database) it would read every task at
+ * every execution once there are 200,000 (the claim: 35 ms a claim; the
+ * outcome write: a nested loop over the table, 50-390 ms a flush, and
+ * every tenant's callbacks 100-350 ms late).  For the current transaction
+ * only: statements that must read the table whole (sweeps, rescues) keep
+ * their sequential scans.  The worker runs without JIT, which the cost of
+ * a disabled scan would otherwise set off.
+ */
+void
+jf_xact_by_id_only(void)
+{
+	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_LOCAL, true, 0, false);
+}
+
 void
 jf_xact_commit(void)
 {
@@ -597,6 +615,7 @@ jobflow_worker_main(Datum main_arg)
 	 * estimate crossed jit_above_cost once took 700 ms instead of 3 ms).
 	 */
 	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+
 
 	/*
 	 * Tenants cannot lock jobflow's tables against the worker (no grant

@@ -234,6 +234,33 @@ def app_role(new_role):
     return new_role()
 
 
+@pytest.fixture
+def databases(connect):
+    """Factory: new_db(extension=True) -> (name, autocommit connection) of a
+    fresh database (with jobflow unless told otherwise); every one is
+    dropped at the end of the test."""
+    admin = connect(dbname="postgres")
+    made = []
+
+    def new_db(extension=True):
+        name = "jf_db_" + uuid.uuid4().hex[:8]
+        with admin.cursor() as cur:
+            cur.execute("CREATE DATABASE %s" % name)
+        made.append(name)
+        conn = connect(dbname=name)
+        if extension:
+            with conn.cursor() as cur:
+                cur.execute("CREATE EXTENSION jobflow")
+        return name, conn
+
+    new_db.admin = admin
+    new_db.made = made
+    yield new_db
+    for conn_name in made:
+        with admin.cursor() as cur:
+            cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % conn_name)
+
+
 def query(conn, sql, args=None):
     """Rows of sql as a list of dicts."""
     with conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:

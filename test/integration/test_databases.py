@@ -44,33 +44,6 @@ def served_pid(conn):
     return rows[0]["pid"] if rows else None
 
 
-@pytest.fixture
-def databases(connect):
-    """Factory: new_db(extension=True) -> (name, autocommit connection) of a
-    fresh database (with jobflow unless told otherwise); every one is
-    dropped at the end of the test."""
-    admin = connect(dbname="postgres")
-    made = []
-
-    def new_db(extension=True):
-        name = "jf_db_" + uuid.uuid4().hex[:8]
-        with admin.cursor() as cur:
-            cur.execute("CREATE DATABASE %s" % name)
-        made.append(name)
-        conn = connect(dbname=name)
-        if extension:
-            with conn.cursor() as cur:
-                cur.execute("CREATE EXTENSION jobflow")
-        return name, conn
-
-    new_db.admin = admin
-    new_db.made = made
-    yield new_db
-    for conn_name in made:
-        with admin.cursor() as cur:
-            cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % conn_name)
-
-
 def ids_at(receiver, tag):
     return sorted(int(r["headers"]["x-jobflow-task-id"]) for r in receiver.tagged(tag))
 

@@ -16,12 +16,13 @@
 # -------------------------------------------------------------------------
 
 import socket
+import threading
 import time
 import uuid
 
 import pytest
 
-from conftest import query
+from conftest import query, wait_final
 
 LATE_S = 2.0
 
@@ -247,6 +248,81 @@ def test_tenant_locks_stall_nobody(connect, receiver, roles):
     finally:
         locker.rollback()
         locker.close()
+
+
+def test_tenant_row_locks_on_running_tasks_stall_nobody(connect, receiver, roles):
+    """No grant lets a tenant lock a running task, but an UPDATE that met
+    the row while it was pending locks it anyway: PostgreSQL locks the new
+    version, a running task, to recheck it, and the lock stays until the
+    tenant's transaction ends.  The worker's write of such tasks' outcomes
+    used to wait for the locks until lock_timeout (1 s for the batch, 1 s
+    more for each locked row, one by one) while nothing fired for anyone,
+    and those outcomes were then lost and the tasks sent again.  Now they
+    wait in the buffer and are written once the locks go."""
+    tenant, victim = roles
+    admin = connect()
+    url, tag = receiver.unique_url("/delay/1500")
+    with admin.cursor() as cur:
+        cur.execute("SET ROLE %s" % tenant)
+        # first by id and by run_at, whichever way the UPDATE goes
+        cur.execute("SELECT jobflow.schedule(%s, run_at => now() + interval '1 s') AS id",
+                    (receiver.url("/ok"),))
+        first = cur.fetchone()[0]
+        cur.execute("SELECT jobflow.schedule(%s, run_at => now() + interval '2 s')"
+                    "  FROM generate_series(1, 8)", (url,))
+        ids = [r[0] for r in cur.fetchall()]
+        cur.execute("RESET ROLE")
+    # the tenant's UPDATE of all nine waits behind a lock on the first ...
+    blocker = connect(autocommit=False)
+    updater = connect(autocommit=False)
+    with blocker.cursor() as cur:
+        cur.execute("SET ROLE %s" % tenant)
+        cur.execute("SELECT id FROM jobflow.tasks WHERE id = %s FOR UPDATE", (first,))
+    done = threading.Event()
+
+    def update():
+        with updater.cursor() as cur:
+            cur.execute("SET ROLE %s" % tenant)
+            cur.execute("UPDATE jobflow.tasks SET run_at = run_at WHERE id = ANY(%s)",
+                        ([first] + ids,))
+        done.set()
+    thread = threading.Thread(target=update, daemon=True)
+    thread.start()
+    try:
+        # ... while the other eight are claimed and sent
+        deadline = time.time() + 10
+        while query(admin, "SELECT count(*) AS n FROM jobflow.tasks"
+                    " WHERE id = ANY(%s) AND state = 'running'", (ids,))[0]["n"] < 8:
+            assert time.time() < deadline, "the tenant's tasks never all ran"
+            time.sleep(0.05)
+        blocker.commit()
+        assert done.wait(10), "the tenant's UPDATE never went on"
+        locks = query(admin, "SELECT count(*) AS n FROM jobflow.tasks t,"
+                      " LATERAL (SELECT 1 FROM jobflow.tasks x WHERE x.id = t.id"
+                      "          FOR UPDATE SKIP LOCKED) l"
+                      " WHERE t.id = ANY(%s)", (ids,))
+        assert locks[0]["n"] == 0, "the tenant holds no lock on its running tasks"
+        # their replies come 1.5 s after they were sent, within this
+        late = victim_lateness(admin, receiver, victim, n=15)
+        assert_on_time(late, "a tenant's row locks on its running tasks")
+        assert len(receiver.tagged(tag)) == 8
+        # still running: their outcomes wait for the locks
+        rows = query(admin, "SELECT state::text AS state FROM jobflow.tasks WHERE id = ANY(%s)", (ids,))
+        assert {r["state"] for r in rows} == {"running"}
+    finally:
+        blocker.rollback()
+        thread.join(10)
+        updater.rollback()
+        updater.close()
+        blocker.close()
+    states = wait_final(admin, ids, timeout=20)
+    assert set(states.values()) == {"succeeded"}, states
+    # each was sent once: no outcome was lost to the locks
+    time.sleep(1)
+    assert len(receiver.tagged(tag)) == 8
+    logged = query(admin, "SELECT count(*) AS n FROM jobflow.task_log"
+                   " WHERE task_id = ANY(%s) AND outcome = 'succeeded'", (ids,))
+    assert logged[0]["n"] == 8
 
 
 def test_unschedule_without_delete_grant(connect, receiver, roles):

@@ -169,3 +169,44 @@ def test_no_orphan_log_rows(db, receiver):
         db.rollback()
         db.autocommit = True
     assert log_rows(db, ids[2:]) == 2
+
+
+def test_pruning_keeps_up_without_gaps(db, receiver, retention):
+    """Under sustained load no gap comes (a task is due every
+    millisecond); a backlog is pruned at the pace of the share of the
+    loop, not at one batch per PRUNE_MAX_DEFER_MS (100 ms).  4,000 cancelled
+    tasks in batches of 20 are 200 batches: at one per 100 ms they took 20 s
+    at least; paced by the share they take well under a second on a quiet
+    machine, and the test allows 10 s."""
+    one(db, "SELECT jobflow.prune(interval '0')")
+    url, _ = receiver.unique_url("/ok")
+    with db.cursor() as cur:
+        cur.execute("INSERT INTO jobflow.tasks (url, run_at)"
+                    " SELECT %s, now() + interval '1 hour' FROM generate_series(1, 4000)"
+                    " RETURNING id", (url,))
+        old = [r[0] for r in cur.fetchall()]
+        cur.execute("SELECT count(*) FROM unnest(%s::bigint[]) i WHERE jobflow.cancel(i)", (old,))
+        assert cur.fetchone()[0] == len(old)
+    retention("jobflow.prune_batch_size", 20)
+    retention("jobflow.reconcile_interval", "500ms")
+    stream, _ = receiver.unique_url("/ok")
+    with db.cursor() as cur:
+        # 1,000 callbacks/s for 15 s: never a gap of PRUNE_SLACK_MS (2 ms)
+        cur.execute("INSERT INTO jobflow.tasks (url, run_at)"
+                    " SELECT %s, now() + interval '1 s' + i * interval '1 ms'"
+                    "   FROM generate_series(0, 14999) i", (stream,))
+    try:
+        time.sleep(2)       # the stream flows, the backlog is older than 1 s
+        started = time.time()
+        retention("jobflow.retention", "1s")
+        while time.time() < started + 10:
+            left = one(db, "SELECT count(*) FROM jobflow.tasks WHERE id = ANY(%s)", (old,))
+            if left == 0:
+                break
+            time.sleep(0.1)
+        took = time.time() - started
+        assert left == 0, "%d of %d old tasks left after %.1f s" % (left, len(old), took)
+    finally:
+        retention("jobflow.retention", 0)
+        one(db, "SELECT count(*) FROM jobflow.tasks WHERE url = %s AND state = 'pending'"
+                " AND jobflow.cancel(id)", (stream,))
