@@ -77,6 +77,8 @@ typedef struct TaskMapEntry
 #define MAX_RANGE_WIDTH 1000000
 /* most ids loaded by primary key per turn */
 #define LOAD_CHUNK 10000
+/* running tasks another transaction holds locked: looked at again then */
+#define STRAYS_RETRY_MS 1000
 /* rows fetched per cursor round trip when loading */
 #define LOAD_FETCH 10000
 /* a due task whose row another transaction holds is tried again after */
@@ -366,6 +368,14 @@ load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
  * not record, or that an error left without a request (see
  * jf_dispatch_rescue_strays), so that they do not stay running until the next
  * start; why is logged with each.
+ *
+ * A tenant's transaction can hold a running task locked (an UPDATE that
+ * met the row while it was pending locks the new version to recheck it)
+ * for as long as it likes; waiting for it would stop the worker from
+ * serving anyone, at start for as long as the lock stays (each try ends
+ * in lock_timeout and starts over).  Locked tasks are skipped and left to
+ * the strays sweep, STRAYS_RETRY_MS later, which finds them running with
+ * no request and rescues them once the lock is gone.
  */
 void
 jf_feed_rescue_running(WorkerState *ws, int64 *ids, int n, const char *why)
@@ -375,6 +385,9 @@ jf_feed_rescue_running(WorkerState *ws, int64 *ids, int n, const char *why)
 	char		nulls[2] = {' ', ' '};
 	int			ret;
 	int			i;
+	bool		isnull;
+	int64		rescued;
+	int64		skipped;
 
 	if (ids != NULL)
 	{
@@ -395,24 +408,46 @@ jf_feed_rescue_running(WorkerState *ws, int64 *ids, int n, const char *why)
 		values[1] = CStringGetTextDatum("the worker stopped during this attempt; it may have been delivered");
 	}
 	ret = SPI_execute_with_args(
-		"WITH r AS ("
+		"WITH a AS MATERIALIZED ("
+		"  SELECT t.id FROM jobflow.tasks t"
+		"   WHERE t.state = 'running' AND ($1 IS NULL OR t.id = ANY($1))),"
+		" k AS MATERIALIZED ("
+		"  SELECT t.id FROM jobflow.tasks t"
+		"   WHERE t.id IN (SELECT a.id FROM a) AND t.state = 'running'"
+		"     FOR NO KEY UPDATE SKIP LOCKED),"
+		" r AS ("
 		"  UPDATE jobflow.tasks t"
 		"     SET state = CASE WHEN t.attempts > t.max_attempts"
 		"                      THEN 'failed' ELSE 'pending' END::jobflow.task_state,"
 		"         last_error = $2,"
 		"         updated_at = pg_catalog.now()"
-		"   WHERE t.state = 'running' AND ($1 IS NULL OR t.id = ANY($1))"
-		"  RETURNING t.id, t.attempts, t.owner, t.run_at)"
-		" INSERT INTO jobflow.task_log"
+		"    FROM k WHERE t.id = k.id"
+		"  RETURNING t.id, t.attempts, t.owner, t.run_at),"
+		" l AS ("
+		"  INSERT INTO jobflow.task_log"
 		"   (task_id, attempt, owner, scheduled_at, finished_at, outcome, error)"
-		" SELECT r.id, r.attempts, r.owner, r.run_at, pg_catalog.now(), 'interrupted', $2"
-		"   FROM r", 2, types, values, nulls, false, 0);
-	if (ret != SPI_OK_INSERT)
+		"  SELECT r.id, r.attempts, r.owner, r.run_at, pg_catalog.now(), 'interrupted', $2"
+		"    FROM r"
+		"  RETURNING 1)"
+		" SELECT (SELECT pg_catalog.count(*) FROM l),"
+		"        (SELECT pg_catalog.count(*) FROM a) - (SELECT pg_catalog.count(*) FROM k)",
+		2, types, values, nulls, false, 0);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "rescue of running tasks failed: %s", SPI_result_code_string(ret));
-	if (SPI_processed > 0)
+	rescued = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	skipped = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	if (rescued > 0)
 		ereport(LOG,
-				(errmsg("jobflow worker put back %llu running task(s): %s",
-						(unsigned long long) SPI_processed, TextDatumGetCString(values[1]))));
+				(errmsg("jobflow worker put back %lld running task(s): %s",
+						(long long) rescued, TextDatumGetCString(values[1]))));
+	if (skipped > 0)
+	{
+		ereport(LOG,
+				(errmsg("jobflow worker left %lld running task(s) locked by another transaction to a later rescue",
+						(long long) skipped)));
+		ws->strays_suspected = true;
+		ws->strays_retry_ms = jf_now_ms() + STRAYS_RETRY_MS;
+	}
 	jf_worker_count_statement(1);
 	jf_xact_commit();
 }

@@ -458,7 +458,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 			jf_feed_housekeeping(ws, jf_now_ms());
 		if (jf_now_ms() >= jf_log_writer_deadline())
 			jf_log_writer_flush();
-		if (ws->strays_suspected)
+		if (ws->strays_suspected && jf_now_ms() >= ws->strays_retry_ms)
 			jf_dispatch_rescue_strays(ws);
 		if (jf_now_ms() >= jf_prune_deadline())
 			jf_prune_turn(ws);
@@ -474,6 +474,8 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		deadline = Min(ws->next_housekeeping_ms, jf_log_writer_deadline());
 		deadline = Min(deadline, jf_prune_deadline());
 		deadline = Min(deadline, jf_metrics_hosts_deadline(ws->fair));
+		if (ws->strays_suspected)
+			deadline = Min(deadline, ws->strays_retry_ms);
 		if (ws->rescan_soon)
 			deadline = Min(deadline, ws->last_housekeeping_ms + RESCAN_SOON_MS);
 		if (more_due || (!paused && jf_dispatch_room_freed(ws)))

@@ -99,6 +99,7 @@ typedef struct WorkerState
 	int64		last_housekeeping_ms;
 	int64		next_full_rescan_ms;	/* overdue tasks of any age rescanned */
 	bool		strays_suspected;	/* an ERROR may have left some */
+	int64		strays_retry_ms;	/* ... look for them from then on */
 	bool		rescan_soon;	/* notifications were dropped: rescan early */
 	bool		full_rescan_soon;	/* an error: overdue tasks of any age too */
 	bool		stopping;		/* SIGTERM: claim nothing new */

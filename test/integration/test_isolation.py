@@ -15,6 +15,7 @@
 #
 # -------------------------------------------------------------------------
 
+import contextlib
 import socket
 import threading
 import time
@@ -250,18 +251,14 @@ def test_tenant_locks_stall_nobody(connect, receiver, roles):
         locker.close()
 
 
-def test_tenant_row_locks_on_running_tasks_stall_nobody(connect, receiver, roles):
+@contextlib.contextmanager
+def running_tasks_locked_by(connect, admin, tenant, receiver, url, n=8):
     """No grant lets a tenant lock a running task, but an UPDATE that met
     the row while it was pending locks it anyway: PostgreSQL locks the new
     version, a running task, to recheck it, and the lock stays until the
-    tenant's transaction ends.  The worker's write of such tasks' outcomes
-    used to wait for the locks until lock_timeout (1 s for the batch, 1 s
-    more for each locked row, one by one) while nothing fired for anyone,
-    and those outcomes were then lost and the tasks sent again.  Now they
-    wait in the buffer and are written once the locks go."""
-    tenant, victim = roles
-    admin = connect()
-    url, tag = receiver.unique_url("/delay/1500")
+    tenant's transaction ends.  Schedules n tasks of tenant to url, due in
+    2 s, makes an open transaction of the tenant lock each once it is
+    running, and yields their ids while the locks are held."""
     with admin.cursor() as cur:
         cur.execute("SET ROLE %s" % tenant)
         # first by id and by run_at, whichever way the UPDATE goes
@@ -269,10 +266,10 @@ def test_tenant_row_locks_on_running_tasks_stall_nobody(connect, receiver, roles
                     (receiver.url("/ok"),))
         first = cur.fetchone()[0]
         cur.execute("SELECT jobflow.schedule(%s, run_at => now() + interval '2 s')"
-                    "  FROM generate_series(1, 8)", (url,))
+                    "  FROM generate_series(1, %s)", (url, n))
         ids = [r[0] for r in cur.fetchall()]
         cur.execute("RESET ROLE")
-    # the tenant's UPDATE of all nine waits behind a lock on the first ...
+    # the tenant's UPDATE of them all waits behind a lock on the first ...
     blocker = connect(autocommit=False)
     updater = connect(autocommit=False)
     with blocker.cursor() as cur:
@@ -289,19 +286,39 @@ def test_tenant_row_locks_on_running_tasks_stall_nobody(connect, receiver, roles
     thread = threading.Thread(target=update, daemon=True)
     thread.start()
     try:
-        # ... while the other eight are claimed and sent
+        # ... while the others are claimed and sent
         deadline = time.time() + 10
         while query(admin, "SELECT count(*) AS n FROM jobflow.tasks"
-                    " WHERE id = ANY(%s) AND state = 'running'", (ids,))[0]["n"] < 8:
+                    " WHERE id = ANY(%s) AND state = 'running'", (ids,))[0]["n"] < n:
             assert time.time() < deadline, "the tenant's tasks never all ran"
             time.sleep(0.05)
         blocker.commit()
         assert done.wait(10), "the tenant's UPDATE never went on"
-        locks = query(admin, "SELECT count(*) AS n FROM jobflow.tasks t,"
-                      " LATERAL (SELECT 1 FROM jobflow.tasks x WHERE x.id = t.id"
-                      "          FOR UPDATE SKIP LOCKED) l"
-                      " WHERE t.id = ANY(%s)", (ids,))
-        assert locks[0]["n"] == 0, "the tenant holds no lock on its running tasks"
+        unlocked = query(admin, "SELECT count(*) AS n FROM jobflow.tasks t,"
+                         " LATERAL (SELECT 1 FROM jobflow.tasks x WHERE x.id = t.id"
+                         "          FOR UPDATE SKIP LOCKED) l"
+                         " WHERE t.id = ANY(%s)", (ids,))
+        assert unlocked[0]["n"] == 0, "the tenant holds a lock on each running task"
+        yield ids
+    finally:
+        blocker.rollback()
+        thread.join(10)
+        updater.rollback()
+        updater.close()
+        blocker.close()
+
+
+def test_tenant_row_locks_on_running_tasks_stall_nobody(connect, receiver, roles):
+    """The worker's write of outcomes of tasks a tenant holds locked (see
+    running_tasks_locked_by) used to wait for the locks until lock_timeout
+    (1 s for the batch, 1 s more for each locked row, one by one) while
+    nothing fired for anyone, and those outcomes were then lost and the
+    tasks sent again.  Now they wait in the buffer and are written once the
+    locks go."""
+    tenant, victim = roles
+    admin = connect()
+    url, tag = receiver.unique_url("/delay/1500")
+    with running_tasks_locked_by(connect, admin, tenant, receiver, url) as ids:
         # their replies come 1.5 s after they were sent, within this
         late = victim_lateness(admin, receiver, victim, n=15)
         assert_on_time(late, "a tenant's row locks on its running tasks")
@@ -309,12 +326,6 @@ def test_tenant_row_locks_on_running_tasks_stall_nobody(connect, receiver, roles
         # still running: their outcomes wait for the locks
         rows = query(admin, "SELECT state::text AS state FROM jobflow.tasks WHERE id = ANY(%s)", (ids,))
         assert {r["state"] for r in rows} == {"running"}
-    finally:
-        blocker.rollback()
-        thread.join(10)
-        updater.rollback()
-        updater.close()
-        blocker.close()
     states = wait_final(admin, ids, timeout=20)
     assert set(states.values()) == {"succeeded"}, states
     # each was sent once: no outcome was lost to the locks
@@ -323,6 +334,32 @@ def test_tenant_row_locks_on_running_tasks_stall_nobody(connect, receiver, roles
     logged = query(admin, "SELECT count(*) AS n FROM jobflow.task_log"
                    " WHERE task_id = ANY(%s) AND outcome = 'succeeded'", (ids,))
     assert logged[0]["n"] == 8
+
+
+def test_tenant_row_locks_on_running_tasks_stall_no_restart(connect, receiver, roles, server):
+    """A worker starting puts back the running tasks the last one left.
+    It used to wait for a tenant's lock on one of them until lock_timeout,
+    fail, and start over, serving nobody for as long as the lock stayed.
+    Locked tasks are skipped, and put back once the lock is gone."""
+    tenant, victim = roles
+    admin = connect()
+    url, tag = receiver.unique_url("/delay/1500")
+    with running_tasks_locked_by(connect, admin, tenant, receiver, url) as ids:
+        old_pid = server.worker_pid(admin)
+        with admin.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(%s)", (old_pid,))
+        server.wait_worker(old_pid)
+        late = victim_lateness(admin, receiver, victim, n=15)
+        assert_on_time(late, "a tenant's row locks on running tasks at start")
+        # the new worker could not put them back yet
+        rows = query(admin, "SELECT state::text AS state FROM jobflow.tasks WHERE id = ANY(%s)", (ids,))
+        assert {r["state"] for r in rows} == {"running"}
+    # once the locks are gone: interrupted, sent again, succeeded
+    states = wait_final(admin, ids, timeout=20)
+    assert set(states.values()) == {"succeeded"}, states
+    logged = query(admin, "SELECT outcome::text AS outcome, count(*) AS n FROM jobflow.task_log"
+                   " WHERE task_id = ANY(%s) GROUP BY 1", (ids,))
+    assert {r["outcome"]: r["n"] for r in logged} == {"interrupted": 8, "succeeded": 8}
 
 
 def test_unschedule_without_delete_grant(connect, receiver, roles):
