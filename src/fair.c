@@ -37,17 +37,24 @@
 #define BURST_SECONDS 0.005
 /* ... or, while tasks wait for its tokens, this many (a late turn's due) */
 #define CATCHUP_SECONDS 0.1
+/* tokens owed beyond that are paid back at this many times the rate */
+#define CATCHUP_FACTOR 1.0
 
 /*
  * A rate's token bucket: tokens accrue continuously from `last`, up to one
  * plus BURST_SECONDS' worth, so an idle queue cannot save up a burst.
  * While tasks wait for its tokens (backlog), up to CATCHUP_SECONDS' worth
  * are kept instead: a turn that comes late (a claim's commit, a flush of
- * outcomes) sends what the rate allowed meanwhile, and the rate holds.
+ * outcomes) sends what the rate allowed meanwhile.  What a turn later
+ * than that would lose to the cap is owed, and paid back at
+ * CATCHUP_FACTOR times the rate on top of it, so that no late turn lowers
+ * the rate in the long run and no turn sends more than CATCHUP_SECONDS'
+ * worth at once.  An idle queue owes nothing.
  */
 typedef struct Bucket
 {
 	double		tokens;
+	double		owed;			/* tokens the cap held back while tasks waited */
 	int64_t		last;			/* when tokens was last brought up to date */
 	double		rate;			/* the rate it was started for */
 	bool		started;
@@ -690,8 +697,8 @@ sort_queue(Queue *q)
 
 /*
  * Whole tokens a bucket of the given rate holds at now, after accruing
- * since its last look.  With none, the time its next token comes lowers
- * *deadline.
+ * since its last look (see Bucket).  With none, the time its next token
+ * comes lowers *deadline.
  */
 static int
 bucket_room(Bucket *b, double rate, int64_t now, int64_t *deadline)
@@ -705,18 +712,32 @@ bucket_room(Bucket *b, double rate, int64_t now, int64_t *deadline)
 		b->backlog = false;
 		b->rate = rate;
 		b->tokens = 1.0;
+		b->owed = 0.0;
 		b->last = now;
 	}
 	else if (now > b->last)
 	{
-		b->tokens += (double) (now - b->last) * rate / 1e6;
+		double		elapsed = (double) (now - b->last) * rate / 1e6;
+		double		repaid = b->owed < elapsed * CATCHUP_FACTOR ?
+			b->owed : elapsed * CATCHUP_FACTOR;
+
+		b->tokens += elapsed + repaid;
+		b->owed -= repaid;
 		if (b->tokens > burst)
+		{
+			/* tasks waited through a late turn: owed; idle: gone */
+			if (b->backlog)
+				b->owed += b->tokens - burst;
 			b->tokens = burst;
+		}
 		b->last = now;
 	}
+	if (!b->backlog)
+		b->owed = 0.0;
 	if (b->tokens < 1.0)
 	{
-		int64_t		at = b->last + (int64_t) ((1.0 - b->tokens) * 1e6 / rate) + 1;
+		double		speed = rate * (b->owed > 0.0 ? 1.0 + CATCHUP_FACTOR : 1.0);
+		int64_t		at = b->last + (int64_t) ((1.0 - b->tokens) * 1e6 / speed) + 1;
 
 		if (at < *deadline)
 			*deadline = at;
