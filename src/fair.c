@@ -768,6 +768,8 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 		uint32_t	next = q->next;
 		int			room;
 		int			took = 0;
+		bool		group_rated = false;
+		bool		host_rated = false;
 
 		if (filter && g->cfg.priority != level)
 		{
@@ -786,11 +788,17 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 		if (room > 0 && q->unsorted)
 			sort_queue(q);
 		if (room > 0 && g->cfg.max_per_second > 0)
+		{
 			room = min_int(room, bucket_room(&g->bucket, g->cfg.max_per_second, now,
 											 &f->next_deadline));
+			group_rated = true;
+		}
 		if (room > 0 && f->cfg.max_per_second_per_host > 0)
+		{
 			room = min_int(room, bucket_room(&h->bucket, f->cfg.max_per_second_per_host,
 											 now, &f->next_deadline));
+			host_rated = true;
+		}
 		while (took < room && q->count > 0)
 		{
 			uint64_t	id = q->ids[q->head].id;
@@ -806,15 +814,20 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 			n++;
 			took++;
 		}
+		/*
+		 * A backlog (tokens kept, then owed, across a late turn) only while
+		 * the rate is what holds tasks back: a queue held by another limit
+		 * (max_concurrent, a full origin) must not save up its unused rate.
+		 */
 		if (g->cfg.max_per_second > 0)
 		{
 			g->bucket.tokens -= took;
-			g->bucket.backlog = q->count > 0;
+			g->bucket.backlog = group_rated && q->count > 0 && g->bucket.tokens < 1.0;
 		}
 		if (f->cfg.max_per_second_per_host > 0)
 		{
 			h->bucket.tokens -= took;
-			h->bucket.backlog = q->count > 0;
+			h->bucket.backlog = host_rated && q->count > 0 && h->bucket.tokens < 1.0;
 		}
 		h->claimed += took;
 		o->claimed += took;

@@ -538,6 +538,59 @@ test_rate_irregular(void)
 	jf_fair_destroy(f);
 }
 
+/*
+ * A 100/s queue held to 20 a second for 2 s by max_concurrent 1 (each
+ * request answered 50 ms after it left) saves nothing up: its rate was not
+ * what held it.  Answered at once from then on, it sends 100 in the next
+ * second, not that plus the rate it did not use.
+ */
+static void
+test_rate_held_by_other_limit(void)
+{
+	JfFairConfig c = config(100000, 100000, 100000);
+	JfFair	   *f = jf_fair_create(&c);
+	uint32_t	q = jf_fair_queue(f, 1, "r", "http://h/");
+	JfFairQueueConfig qc = qconfig(false, 1, 100, 0);
+	int64_t		t;
+	int64_t		answer_at = -1;
+	int			slow = 0;
+	int			n = 0;
+	int			k;
+
+	CHECK(jf_fair_configure(f, 1, "r", &qc));
+	for (k = 0; k < 1000; k++)
+		jf_fair_push(f, q, k, 0);
+	for (t = 0; t < 2000000; t += 1000)
+	{
+		if (answer_at >= 0 && t >= answer_at)
+		{
+			jf_fair_release(f, q);
+			answer_at = -1;
+		}
+		if (answer_at < 0 && jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL) == 1)
+		{
+			answer_at = t + 50000;
+			slow++;
+		}
+	}
+	CHECKF(slow >= 38 && slow <= 41, "%d in 2 s at 50 ms each", slow);
+	for (; t < 3000000; t += 1000)
+	{
+		int			got = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL);
+
+		if (answer_at >= 0)
+		{
+			jf_fair_release(f, q);
+			answer_at = -1;
+		}
+		n += got;
+		while (got-- > 0)
+			jf_fair_release(f, q);
+	}
+	CHECKF(n >= 99 && n <= 101, "the second after: %d", n);
+	jf_fair_destroy(f);
+}
+
 /* The per-host rate holds every owner's lanes on an origin together. */
 static void
 test_host_rate(void)
@@ -823,6 +876,7 @@ main(void)
 	test_max_concurrent();
 	test_rate();
 	test_rate_irregular();
+	test_rate_held_by_other_limit();
 	test_host_rate();
 	test_priority();
 	test_busiest();
