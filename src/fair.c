@@ -37,8 +37,8 @@
 #define BURST_SECONDS 0.005
 /* ... or, while tasks wait for its tokens, this many (a late turn's due) */
 #define CATCHUP_SECONDS 0.1
-/* tokens owed beyond that are paid back at this many times the rate */
-#define CATCHUP_FACTOR 1.0
+/* tokens owed beyond that are paid back at this share of the rate, on top of it */
+#define CATCHUP_FACTOR 0.5
 
 /*
  * A rate's token bucket: tokens accrue continuously from `last`, up to one

@@ -27,7 +27,7 @@
  * never a burst at each second boundary, while a queue with tasks waiting
  * keeps up to 100 ms' worth, so that a late turn sends what the rate
  * allowed meanwhile; what a turn later than that would lose is owed and
- * paid back at up to twice the rate, so the rate holds in the long run),
+ * paid back at up to 1.5 times the rate, so the rate holds in the long run),
  * and have a priority: when a cap leaves
  * fewer places than due tasks, lanes of higher priority are served first,
  * round-robin within one priority.  Each origin may also be held to
