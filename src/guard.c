@@ -378,7 +378,7 @@ jf_guard_roles_changed(void)
 
 /*
  * pg_authid changed (or the worker starts): cancel the pending tasks and
- * pause the timers whose owner no longer exists.  DROP ROLE may have run
+ * pause the timers whose owner no longer exists, and forget its queues.  DROP ROLE may have run
  * in another database, where the hook below cannot see jobflow's tables.
  */
 void
@@ -412,6 +412,18 @@ jf_guard_sweep_roles(void)
 		elog(ERROR, "pausing timers of dropped roles failed: %s", SPI_result_code_string(ret));
 	timers = SPI_processed;
 	worker_count_statement(2);
+	/* their queues' settings go too (the table is new in 0.2.0) */
+	if (OidIsValid(get_relname_relid("queues", get_namespace_oid("jobflow", false))))
+	{
+		ret = SPI_execute(
+			"DELETE FROM jobflow.queues q"
+			" WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_authid a"
+			"                    WHERE a.oid OPERATOR(pg_catalog.=) q.owner::pg_catalog.oid)",
+			false, 0);
+		if (ret != SPI_OK_DELETE)
+			elog(ERROR, "deleting queues of dropped roles failed: %s", SPI_result_code_string(ret));
+		worker_count_statement(1);
+	}
 	jf_xact_commit();
 	if (tasks + timers > 0)
 		ereport(LOG,

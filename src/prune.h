@@ -12,5 +12,6 @@
 
 extern int64 prune_deadline(void);
 extern void prune_turn(WorkerState *ws);
+extern void prune_reset_mark(void);
 
 #endif							/* JOBFLOW_PRUNE_H */

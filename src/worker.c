@@ -27,6 +27,7 @@
 #include "guard.h"
 #include "launcher.h"
 #include "prune.h"
+#include "queues.h"
 
 #include <sys/resource.h>
 #ifdef __GLIBC__
@@ -431,6 +432,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		dispatch_collect(ws);
 		if (jf_guard_roles_changed())
 			jf_guard_sweep_roles();
+		queues_refresh(ws, false);
 		/* paused: the wheel's deadlines do not wake the loop */
 		paused = dispatch_paused(ws);
 		if (!paused)
@@ -461,7 +463,11 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		if (more_due || (!paused && dispatch_room_freed(ws)))
 			deadline = 0;
 		else if (!paused)
+		{
 			deadline = Min(deadline, jf_wheel_next_deadline(ws->wheel));
+			/* a rate's next token: parked tasks wait for it */
+			deadline = Min(deadline, dispatch_deadline(ws));
+		}
 		timeout = ms_until(deadline);
 		jf_metrics_observe(JF_HIST_TURN, GetCurrentTimestamp() - turn_start);
 		http_timeout = jf_http_timeout_ms(ws->http);
@@ -493,6 +499,7 @@ start_serving(WorkerState *ws)
 	raise_fd_limit();
 	if (ws->http == NULL)
 		dispatch_init(ws);
+	queues_refresh(ws, true);
 	jf_fault("startup");
 	feed_rescue_running(ws, NULL, 0, NULL);
 	feed_housekeeping(ws, jf_now_ms());

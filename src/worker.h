@@ -79,7 +79,8 @@ typedef struct InFlight
 	int32		attempt;
 	int32		max_attempts;
 	Oid			owner;
-	uint32		queue;			/* its (owner, origin) queue in the fair share */
+	uint32		queue;			/* its (owner, queue, origin) lane in the fair
+								 * share */
 	TimestampTz scheduled_at;
 	uint32		generation;		/* jf_guard_generation() when claimed */
 } InFlight;
@@ -115,7 +116,7 @@ extern void feed_process_notifications(WorkerState *ws);
 extern bool feed_take_wakeups(WorkerState *ws);
 extern void feed_housekeeping(WorkerState *ws, int64 now_ms);
 extern void feed_upsert(WorkerState *ws, int64 id, int64 due_ms, uint32 queue);
-extern bool feed_park(WorkerState *ws, int64 id);
+extern bool feed_park(WorkerState *ws, int64 id, int64 due_ms);
 extern bool feed_take(uint64 id, void *arg);
 extern void feed_recheck(WorkerState *ws, Datum ids, int64 now_ms);
 extern uint64 feed_map_memory(WorkerState *ws);
@@ -130,6 +131,7 @@ extern void dispatch_abandon(WorkerState *ws);
 extern void dispatch_recover(WorkerState *ws);
 extern int	dispatch_in_flight_ids(int64 **ids);
 extern void dispatch_rescue_strays(WorkerState *ws);
+extern int64 dispatch_deadline(WorkerState *ws);
 
 /* log_writer.c: buffered, batched writes of outcomes */
 typedef enum TaskOutcome
