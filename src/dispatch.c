@@ -102,7 +102,7 @@ fair_config(void)
 }
 
 void
-dispatch_init(WorkerState *ws)
+jf_dispatch_init(WorkerState *ws)
 {
 	char		errbuf[256];
 	JfHttpConfig cfg = http_config();
@@ -128,7 +128,7 @@ dispatch_init(WorkerState *ws)
 
 /* Settings changed on SIGHUP: new caps apply at once. */
 void
-dispatch_reconfigure(WorkerState *ws)
+jf_dispatch_reconfigure(WorkerState *ws)
 {
 	JfHttpConfig cfg = http_config();
 	JfFairConfig fcfg = fair_config();
@@ -265,7 +265,7 @@ build_request(WorkerState *ws, HeapTuple tup, TupleDesc desc, uint32 queue,
 
 /*
  * A place in the fair share comes free.  Noted, because a request that
- * finishes inside a turn's last dispatch_collect frees a place no socket
+ * finishes inside a turn's last jf_dispatch_collect frees a place no socket
  * will wake the loop for: without the note the parked tasks behind it
  * would wait for the next deadline (seconds, in a burst to one host).
  */
@@ -295,7 +295,7 @@ unsend(WorkerState *ws, InFlightEntry *e)
 	row.finished_at = GetCurrentTimestamp();
 	row.outcome = OUTCOME_UNSENT;
 	row.state = "pending";
-	log_writer_add(&row);
+	jf_log_writer_add(&row);
 	pfree(e);
 }
 
@@ -335,7 +335,7 @@ compare_pick(const void *a, const void *b)
  * held up for longer than the flush interval: its claim finds the task
  * still running, so it goes back in the wheel for just after the next
  * flush.  The others were cancelled, rescheduled or are locked by some
- * transaction: feed_recheck sorts them out.
+ * transaction: jf_feed_recheck sorts them out.
  */
 static void
 handle_unclaimed(WorkerState *ws, JfFairPick *picks, int n, bool *claimed,
@@ -348,7 +348,7 @@ handle_unclaimed(WorkerState *ws, JfFairPick *picks, int n, bool *claimed,
 	int			k;
 
 	/*
-	 * What an error from here on must still release (dispatch_recover): the
+	 * What an error from here on must still release (jf_dispatch_recover): the
 	 * claimed picks only, which are all that stay in `claiming`.
 	 */
 	nclaiming = 0;
@@ -365,13 +365,13 @@ handle_unclaimed(WorkerState *ws, JfFairPick *picks, int n, bool *claimed,
 	{
 		int64		id = (int64) gone[k].id;
 
-		if (log_writer_has_retry(id))
-			feed_upsert(ws, id, now_ms + jobflow_log_flush_ms, gone[k].queue);
+		if (jf_log_writer_has_retry(id))
+			jf_feed_upsert(ws, id, now_ms + jobflow_log_flush_ms, gone[k].queue);
 		else
 			missed[nmissed++] = Int64GetDatum(id);
 	}
 	if (nmissed > 0)
-		feed_recheck(ws, PointerGetDatum(construct_array(missed, nmissed, INT8OID, 8,
+		jf_feed_recheck(ws, PointerGetDatum(construct_array(missed, nmissed, INT8OID, 8,
 														 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)),
 					 now_ms);
 	pfree(missed);
@@ -461,7 +461,7 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	if (ret != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "claim statement failed: %s", SPI_result_code_string(ret));
 	jf_metrics_observe(JF_HIST_CLAIM, GetCurrentTimestamp() - claim_start);
-	worker_count_statement(1);
+	jf_worker_count_statement(1);
 	jf_fault("claim");
 	nclaimed = (int) SPI_processed;
 	reqs = MemoryContextAlloc(claim_cxt, sizeof(JfHttpRequest) * Max(nclaimed, 1));
@@ -514,7 +514,7 @@ park_due(WorkerState *ws, int64 now_ms, JfWheelExpired *expired, int batch)
 		size_t		i;
 
 		for (i = 0; i < n; i++)
-			(void) feed_park(ws, (int64) expired[i].id, expired[i].due_ms);
+			(void) jf_feed_park(ws, (int64) expired[i].id, expired[i].due_ms);
 		parked += n;
 		if (n < (size_t) batch)
 			return false;
@@ -531,7 +531,7 @@ park_due(WorkerState *ws, int64 now_ms, JfWheelExpired *expired, int batch)
  * the whole backlog.  Returns true when the loop should not sleep.
  */
 bool
-dispatch_due(WorkerState *ws, int64 now_ms)
+jf_dispatch_due(WorkerState *ws, int64 now_ms)
 {
 	static JfWheelExpired *expired = NULL;
 	static JfFairPick *picks = NULL;
@@ -556,7 +556,7 @@ dispatch_due(WorkerState *ws, int64 now_ms)
 	}
 	more = park_due(ws, now_ms, expired, batch);
 	places_freed = false;
-	n = jf_fair_pick(ws->fair, picks, batch, GetCurrentTimestamp(), feed_take, ws);
+	n = jf_fair_pick(ws->fair, picks, batch, GetCurrentTimestamp(), jf_feed_take, ws);
 	if (n > 0)
 	{
 		/*
@@ -566,7 +566,7 @@ dispatch_due(WorkerState *ws, int64 now_ms)
 		if (claim_and_submit(ws, picks, n, now_ms) < n)
 			more = true;
 		/* start these requests before anything else */
-		dispatch_collect(ws);
+		jf_dispatch_collect(ws);
 	}
 	return more || n == batch;
 }
@@ -577,7 +577,7 @@ dispatch_due(WorkerState *ws, int64 now_ms)
  * tasks parked for a full origin never make the loop spin.
  */
 bool
-dispatch_room_freed(WorkerState *ws)
+jf_dispatch_room_freed(WorkerState *ws)
 {
 	return places_freed && jf_fair_parked(ws->fair) > 0;
 }
@@ -592,10 +592,10 @@ dispatch_room_freed(WorkerState *ws)
  * updates it, and its dead entries slow the outcome writes of a burst down.
  */
 void
-dispatch_rescue_strays(WorkerState *ws)
+jf_dispatch_rescue_strays(WorkerState *ws)
 {
 	int64	   *held;
-	int			nheld = dispatch_in_flight_ids(&held);
+	int			nheld = jf_dispatch_in_flight_ids(&held);
 	int64	   *strays = NULL;
 	int			nstrays = 0;
 	uint64		i;
@@ -604,7 +604,7 @@ dispatch_rescue_strays(WorkerState *ws)
 	jf_xact_begin("jobflow: look for running tasks without a request");
 	if (SPI_execute("SELECT id FROM jobflow.tasks WHERE state = 'running'", true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read running tasks");
-	worker_count_statement(1);
+	jf_worker_count_statement(1);
 	/* in the caller's context: it outlives this transaction */
 	strays = MemoryContextAlloc(caller, sizeof(int64) * (SPI_processed + 1));
 	for (i = 0; i < SPI_processed; i++)
@@ -614,14 +614,14 @@ dispatch_rescue_strays(WorkerState *ws)
 													 SPI_tuptable->tupdesc, 1, &isnull));
 
 		if (bsearch(&id, held, nheld, sizeof(int64), jf_compare_int64) == NULL &&
-			!log_writer_holds(id))
+			!jf_log_writer_holds(id))
 			strays[nstrays++] = id;
 	}
 	jf_xact_commit();
 	pfree(held);
 	ws->strays_suspected = false;
 	if (nstrays > 0)
-		feed_rescue_running(ws, strays, nstrays,
+		jf_feed_rescue_running(ws, strays, nstrays,
 							"the worker lost track of this attempt after an error; it may have been delivered");
 	pfree(strays);
 	if (nstrays == 0)
@@ -636,7 +636,7 @@ dispatch_rescue_strays(WorkerState *ws)
  * clock); INT64_MAX when no parked task waits for one.
  */
 int64
-dispatch_deadline(WorkerState *ws)
+jf_dispatch_deadline(WorkerState *ws)
 {
 	int64		at = jf_fair_next_deadline(ws->fair);
 
@@ -651,7 +651,7 @@ dispatch_deadline(WorkerState *ws)
  * the wheel; the full rescan that follows an error finds them.
  */
 void
-dispatch_recover(WorkerState *ws)
+jf_dispatch_recover(WorkerState *ws)
 {
 	int			k;
 
@@ -671,7 +671,7 @@ dispatch_recover(WorkerState *ws)
  * check for stray running tasks must leave alone.
  */
 int
-dispatch_in_flight_ids(int64 **ids)
+jf_dispatch_in_flight_ids(int64 **ids)
 {
 	dlist_iter	it;
 	int			n = 0;
@@ -787,7 +787,7 @@ record_result(WorkerState *ws, JfHttpResult *r)
 		row.state = "pending";
 		row.next_run_at = jf_ms_to_ts(next_ms);
 		if (next_ms < ws->loaded_until_ms)
-			feed_upsert(ws, e->task.id, next_ms, e->task.queue);
+			jf_feed_upsert(ws, e->task.id, next_ms, e->task.queue);
 		pg_atomic_fetch_add_u64(&jobflow_shared->retried, 1);
 	}
 	else
@@ -796,13 +796,13 @@ record_result(WorkerState *ws, JfHttpResult *r)
 		row.state = "failed";
 		pg_atomic_fetch_add_u64(&jobflow_shared->failed, 1);
 	}
-	log_writer_add(&row);
+	jf_log_writer_add(&row);
 	pfree(e);
 }
 
 /* Drive libcurl and record every finished request. */
 void
-dispatch_collect(WorkerState *ws)
+jf_dispatch_collect(WorkerState *ws)
 {
 	JfHttpResult r;
 
@@ -830,7 +830,7 @@ mark_unsent(void *user, void *arg)
  * that kills every worker that sends it) fails.
  */
 void
-dispatch_abandon(WorkerState *ws)
+jf_dispatch_abandon(WorkerState *ws)
 {
 	dlist_mutable_iter it;
 	TimestampTz now = GetCurrentTimestamp();
@@ -865,7 +865,7 @@ dispatch_abandon(WorkerState *ws)
 			row.state = e->task.attempt <= e->task.max_attempts ? "pending" : "failed";
 			row.error = "the worker stopped during this attempt; it may have been delivered";
 		}
-		log_writer_add(&row);
+		jf_log_writer_add(&row);
 		dlist_delete(&e->node);
 		pfree(e);
 	}

@@ -116,7 +116,7 @@ capture_is_send_pending(void)
  * channel jobflow.  Any role may NOTIFY, so a notification is only ever a
  * wake-up, and what it says is ignored: the ranges to load come through
  * shared memory from the committing transactions themselves (see
- * feed_take_wakeups).  Draining costs no statement.
+ * jf_feed_take_wakeups).  Draining costs no statement.
  */
 static int
 capture_putmessage(char msgtype, const char *s, size_t len)
@@ -140,7 +140,7 @@ static const PQcommMethods capture_methods = {
 };
 
 void
-feed_init(WorkerState *ws)
+jf_feed_init(WorkerState *ws)
 {
 	ws->wheel = jf_wheel_create(jf_now_ms(), JF_WHEEL_HORIZON_MS, 0);
 	if (ws->wheel == NULL)
@@ -159,7 +159,7 @@ feed_init(WorkerState *ws)
  * and the ids of the new ones start at 1 again.
  */
 void
-feed_forget_all(WorkerState *ws)
+jf_feed_forget_all(WorkerState *ws)
 {
 	jf_wheel_destroy(ws->wheel);
 	ws->wheel = jf_wheel_create(jf_now_ms(), JF_WHEEL_HORIZON_MS, 0);
@@ -175,7 +175,7 @@ feed_forget_all(WorkerState *ws)
 
 /* LISTEN before the first scan, so no commit falls between the two. */
 void
-feed_listen(void)
+jf_feed_listen(void)
 {
 	StartTransactionCommand();
 	Async_Listen(JOBFLOW_CHANNEL);
@@ -187,7 +187,7 @@ feed_listen(void)
  * beyond the wheel's reach stays in the table for a later horizon scan.
  */
 void
-feed_upsert(WorkerState *ws, int64 id, int64 due_ms, uint32 queue)
+jf_feed_upsert(WorkerState *ws, int64 id, int64 due_ms, uint32 queue)
 {
 	bool		found;
 	TaskMapEntry *e = taskmap_insert(ws->map, id, &found);
@@ -217,7 +217,7 @@ feed_upsert(WorkerState *ws, int64 id, int64 due_ms, uint32 queue)
  * leave it alone unless it was rescheduled.
  */
 bool
-feed_park(WorkerState *ws, int64 id, int64 due_ms)
+jf_feed_park(WorkerState *ws, int64 id, int64 due_ms)
 {
 	TaskMapEntry *e = taskmap_lookup(ws->map, id);
 
@@ -237,7 +237,7 @@ feed_park(WorkerState *ws, int64 id, int64 due_ms)
  * it removes it from the map: from here on the claim decides.
  */
 bool
-feed_take(uint64 id, void *arg)
+jf_feed_take(uint64 id, void *arg)
 {
 	WorkerState *ws = (WorkerState *) arg;
 	TaskMapEntry *e = taskmap_lookup(ws->map, (int64) id);
@@ -288,7 +288,7 @@ load_tuple(WorkerState *ws, HeapTuple tup, TupleDesc desc, int64 now_ms)
 	if (e != NULL &&
 		(e->parked ? due <= now_ms : jf_wheel_due(ws->wheel, e->handle, (uint64) id) == due))
 		return;
-	feed_upsert(ws, id, due, row_queue(ws, tup, desc));
+	jf_feed_upsert(ws, id, due, row_queue(ws, tup, desc));
 }
 
 /*
@@ -299,7 +299,7 @@ load_tuple(WorkerState *ws, HeapTuple tup, TupleDesc desc, int64 now_ms)
  * claim's transaction.
  */
 void
-feed_recheck(WorkerState *ws, Datum ids, int64 now_ms)
+jf_feed_recheck(WorkerState *ws, Datum ids, int64 now_ms)
 {
 	Oid			types[1] = {INT8ARRAYOID};
 	Datum		values[1] = {ids};
@@ -311,7 +311,7 @@ feed_recheck(WorkerState *ws, Datum ids, int64 now_ms)
 								1, types, values, NULL, true, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "recheck of unclaimed tasks failed: %s", SPI_result_code_string(ret));
-	worker_count_statement(1);
+	jf_worker_count_statement(1);
 	for (i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
@@ -321,13 +321,13 @@ feed_recheck(WorkerState *ws, Datum ids, int64 now_ms)
 
 		if (taskmap_lookup(ws->map, id) != NULL)
 			continue;
-		feed_upsert(ws, id, Max(due, now_ms + LOCKED_RETRY_MS),
+		jf_feed_upsert(ws, id, Max(due, now_ms + LOCKED_RETRY_MS),
 					row_queue(ws, tup, SPI_tuptable->tupdesc));
 	}
 }
 
 uint64
-feed_map_memory(WorkerState *ws)
+jf_feed_map_memory(WorkerState *ws)
 {
 	return (uint64) ws->map->size * sizeof(TaskMapEntry);
 }
@@ -369,11 +369,11 @@ load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
  *
  * With ids, only those tasks: attempts whose outcome the log writer could
  * not record, or that an error left without a request (see
- * dispatch_rescue_strays), so that they do not stay running until the next
+ * jf_dispatch_rescue_strays), so that they do not stay running until the next
  * start; why is logged with each.
  */
 void
-feed_rescue_running(WorkerState *ws, int64 *ids, int n, const char *why)
+jf_feed_rescue_running(WorkerState *ws, int64 *ids, int n, const char *why)
 {
 	Oid			types[2] = {INT8ARRAYOID, TEXTOID};
 	Datum		values[2];
@@ -418,7 +418,7 @@ feed_rescue_running(WorkerState *ws, int64 *ids, int n, const char *why)
 		ereport(LOG,
 				(errmsg("jobflow worker put back %llu running task(s): %s",
 						(unsigned long long) SPI_processed, TextDatumGetCString(values[1]))));
-	worker_count_statement(1);
+	jf_worker_count_statement(1);
 	jf_xact_commit();
 }
 
@@ -452,7 +452,7 @@ materialize_cron(WorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
 								2, types, values, NULL, false, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "materialising cron timers failed: %s", SPI_result_code_string(ret));
-	worker_count_statement(1);
+	jf_worker_count_statement(1);
 	ids = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	if (isnull)
 		return;
@@ -471,7 +471,7 @@ materialize_cron(WorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
 	for (i = 0; i < SPI_processed; i++)
 		load_tuple(ws, SPI_tuptable->vals[i], SPI_tuptable->tupdesc, now_ms);
 	SPI_freetuptable(SPI_tuptable);
-	worker_count_statement(1);
+	jf_worker_count_statement(1);
 }
 
 static int
@@ -537,7 +537,7 @@ merge_ranges(int first)
  * any transaction after each wake-up.
  */
 void
-feed_process_notifications(WorkerState *ws)
+jf_feed_process_notifications(WorkerState *ws)
 {
 	const PQcommMethods *saved_methods = PqCommMethods;
 	CommandDest saved_dest = whereToSendOutput;
@@ -621,7 +621,7 @@ load_chunk(WorkerState *ws)
  * ranges wait for a later turn.
  */
 bool
-feed_take_wakeups(WorkerState *ws)
+jf_feed_take_wakeups(WorkerState *ws)
 {
 	int			i;
 	int			before = nranges;
@@ -684,7 +684,7 @@ feed_take_wakeups(WorkerState *ws)
  * against them.
  */
 void
-feed_housekeeping(WorkerState *ws, int64 now_ms)
+jf_feed_housekeeping(WorkerState *ws, int64 now_ms)
 {
 	int64		new_until = now_ms + (int64) jobflow_horizon_s * 1000;
 	int64		recheck_until = now_ms + 2 * (int64) jobflow_reconcile_ms;
@@ -700,14 +700,14 @@ feed_housekeeping(WorkerState *ws, int64 now_ms)
 
 	{
 		int64	   *orphans;
-		int			norphans = log_writer_orphans(&orphans);
+		int			norphans = jf_log_writer_orphans(&orphans);
 
 		/* forgotten only once rescued: an error keeps them for next time */
 		if (norphans > 0)
 		{
-			feed_rescue_running(ws, orphans, norphans,
+			jf_feed_rescue_running(ws, orphans, norphans,
 								"the worker could not record the outcome of this attempt");
-			log_writer_forget_orphans(norphans);
+			jf_log_writer_forget_orphans(norphans);
 			rescued = true;
 		}
 	}

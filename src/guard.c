@@ -411,7 +411,7 @@ jf_guard_sweep_roles(void)
 	if (ret != SPI_OK_UPDATE)
 		elog(ERROR, "pausing timers of dropped roles failed: %s", SPI_result_code_string(ret));
 	timers = SPI_processed;
-	worker_count_statement(2);
+	jf_worker_count_statement(2);
 	/* their queues' settings go too (the table is new in 0.2.0) */
 	if (OidIsValid(get_relname_relid("queues", get_namespace_oid("jobflow", false))))
 	{
@@ -422,7 +422,7 @@ jf_guard_sweep_roles(void)
 			false, 0);
 		if (ret != SPI_OK_DELETE)
 			elog(ERROR, "deleting queues of dropped roles failed: %s", SPI_result_code_string(ret));
-		worker_count_statement(1);
+		jf_worker_count_statement(1);
 	}
 	jf_xact_commit();
 	if (tasks + timers > 0)

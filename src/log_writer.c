@@ -74,7 +74,7 @@ static int	norphans = 0;
 static int	maxorphans = 0;
 
 void
-log_writer_init(void)
+jf_log_writer_init(void)
 {
 	buffer_cxt = AllocSetContextCreate(TopMemoryContext, "jobflow log buffer",
 									   ALLOCSET_DEFAULT_SIZES);
@@ -112,7 +112,7 @@ sanitize_text(const char *s, size_t len)
 
 /* Copy an outcome into the buffer; it is written by a later flush. */
 void
-log_writer_add(const OutcomeRow *row)
+jf_log_writer_add(const OutcomeRow *row)
 {
 	MemoryContext old = MemoryContextSwitchTo(buffer_cxt);
 	OutcomeRow *r;
@@ -138,7 +138,7 @@ log_writer_add(const OutcomeRow *row)
  * running, so a claim made now would miss it.
  */
 bool
-log_writer_has_retry(int64 id)
+jf_log_writer_has_retry(int64 id)
 {
 	int			i;
 
@@ -152,7 +152,7 @@ log_writer_has_retry(int64 id)
 
 /* Whether task id has an outcome waiting in the buffer. */
 bool
-log_writer_holds(int64 id)
+jf_log_writer_holds(int64 id)
 {
 	int			i;
 
@@ -165,14 +165,14 @@ log_writer_holds(int64 id)
 }
 
 int
-log_writer_buffered(void)
+jf_log_writer_buffered(void)
 {
 	return nrows;
 }
 
 /* When the oldest buffered row must be written; INT64_MAX when none. */
 int64
-log_writer_deadline(void)
+jf_log_writer_deadline(void)
 {
 	if (nrows == 0)
 		return PG_INT64_MAX;
@@ -326,7 +326,7 @@ write_rows(int from, int n, HeldIds *held)
 	ret = SPI_execute_plan(write_plan, v, NULL, false, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "outcome write failed: %s", SPI_result_code_string(ret));
-	worker_count_statement(1);
+	jf_worker_count_statement(1);
 	deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[0],
 													   SPI_tuptable->tupdesc, 3, &isnull)),
 					  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &ids, NULL, &nids);
@@ -394,7 +394,7 @@ add_orphan(int64 id)
 
 /* The tasks whose outcome could not be written, oldest first. */
 int
-log_writer_orphans(int64 **ids)
+jf_log_writer_orphans(int64 **ids)
 {
 	*ids = orphans;
 	return norphans;
@@ -402,7 +402,7 @@ log_writer_orphans(int64 **ids)
 
 /* The first n orphans were rescued. */
 void
-log_writer_forget_orphans(int n)
+jf_log_writer_forget_orphans(int n)
 {
 	memmove(orphans, orphans + n, sizeof(int64) * (norphans - n));
 	norphans -= n;
@@ -444,7 +444,7 @@ copy_held(HeldIds *held, MemoryContext *cxt, int *n)
  * another transaction holds locked (see the file header).
  */
 void
-log_writer_flush(void)
+jf_log_writer_flush(void)
 {
 	TimestampTz flush_start;
 	int			i;
@@ -523,7 +523,7 @@ log_writer_flush(void)
  * that no longer exist, and their ids may already name new tasks.
  */
 void
-log_writer_discard(void)
+jf_log_writer_discard(void)
 {
 	nrows = 0;
 	nheld = 0;

@@ -69,7 +69,7 @@ static int64 mark_reset_ms = 0;
 
 /* The default part starts from the oldest finished task again. */
 void
-prune_reset_mark(void)
+jf_prune_reset_mark(void)
 {
 	TIMESTAMP_NOBEGIN(mark_at);
 	mark_id = 0;
@@ -84,7 +84,7 @@ prune_enabled(void)
 
 	if (jobflow_retention_s > 0)
 		return true;
-	(void) queues_retention_overrides(&positive);
+	(void) jf_queues_retention_overrides(&positive);
 	return positive;
 }
 
@@ -93,7 +93,7 @@ prune_enabled(void)
  * remains, else at the next look.  Infinity when retention is off.
  */
 int64
-prune_deadline(void)
+jf_prune_deadline(void)
 {
 	if (!prune_enabled())
 		return INT64_MAX;
@@ -181,7 +181,7 @@ prune_with_queues(Datum *values, Oid *types, int64 *logs, bool *full)
  * wakes for due tasks anyway).
  */
 void
-prune_turn(WorkerState *ws)
+jf_prune_turn(WorkerState *ws)
 {
 	int64		now_ms = jf_now_ms();
 	TimestampTz start;
@@ -192,7 +192,7 @@ prune_turn(WorkerState *ws)
 	int64		tasks;
 	int64		logs;
 	bool		positive;
-	bool		overrides = queues_retention_overrides(&positive);
+	bool		overrides = jf_queues_retention_overrides(&positive);
 	bool		full = false;
 
 	if (!prune_enabled() || now_ms < Max(due_ms, try_ms))
@@ -215,7 +215,7 @@ prune_turn(WorkerState *ws)
 	if (overrides)
 	{
 		if (now_ms >= mark_reset_ms)
-			prune_reset_mark();
+			jf_prune_reset_mark();
 		values[2] = TimestampTzGetDatum(mark_at);
 		values[3] = Int64GetDatum(mark_id);
 		tasks = prune_with_queues(values, types, &logs, &full);
@@ -245,7 +245,7 @@ prune_turn(WorkerState *ws)
 		logs = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	}
 	jf_xact_commit();
-	worker_count_statement(1);
+	jf_worker_count_statement(1);
 
 	pg_atomic_fetch_add_u64(&jobflow_shared->pruned_tasks, tasks);
 	pg_atomic_fetch_add_u64(&jobflow_shared->pruned_log_rows, logs);

@@ -10,8 +10,8 @@
 
 #include "worker.h"
 
-extern int64 prune_deadline(void);
-extern void prune_turn(WorkerState *ws);
-extern void prune_reset_mark(void);
+extern int64 jf_prune_deadline(void);
+extern void jf_prune_turn(WorkerState *ws);
+extern void jf_prune_reset_mark(void);
 
 #endif							/* JOBFLOW_PRUNE_H */

@@ -274,7 +274,7 @@ jobflow_drop_queue(PG_FUNCTION_ARGS)
  * An error leaves the version unseen: the next turn reads again.
  */
 void
-queues_refresh(WorkerState *ws, bool force)
+jf_queues_refresh(WorkerState *ws, bool force)
 {
 	uint64		version = pg_atomic_read_u64(&jobflow_shared->queues_version);
 	uint32		generation = jf_guard_generation();
@@ -296,7 +296,7 @@ queues_refresh(WorkerState *ws, bool force)
 						"       retention > interval '0'"
 						"  FROM jobflow.queues", true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not read jobflow.queues");
-		worker_count_statement(1);
+		jf_worker_count_statement(1);
 		for (i = 0; i < SPI_processed; i++)
 		{
 			HeapTuple	tup = SPI_tuptable->vals[i];
@@ -328,7 +328,7 @@ queues_refresh(WorkerState *ws, bool force)
 	jf_xact_commit();
 	/* tasks the default retention passed over may be due for pruning now */
 	if (retention != any_retention || retention)
-		prune_reset_mark();
+		jf_prune_reset_mark();
 	any_retention = retention;
 	any_positive_retention = positive;
 	seen_version = version;
@@ -343,7 +343,7 @@ queues_refresh(WorkerState *ws, bool force)
  * prunes (not 0, keep everything).
  */
 bool
-queues_retention_overrides(bool *positive)
+jf_queues_retention_overrides(bool *positive)
 {
 	*positive = any_positive_retention;
 	return any_retention;

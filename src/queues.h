@@ -11,9 +11,9 @@
 #include "worker.h"
 
 /* Read jobflow.queues into the fair share if it changed (or force). */
-extern void queues_refresh(WorkerState *ws, bool force);
+extern void jf_queues_refresh(WorkerState *ws, bool force);
 
 /* Whether a queue has a retention of its own; *positive: one that prunes. */
-extern bool queues_retention_overrides(bool *positive);
+extern bool jf_queues_retention_overrides(bool *positive);
 
 #endif							/* JOBFLOW_QUEUES_H */

@@ -132,17 +132,17 @@ jf_xact_commit(void)
 }
 
 void
-worker_count_statement(int n)
+jf_worker_count_statement(int n)
 {
 	pg_atomic_fetch_add_u64(&jobflow_shared->statements, n);
 }
 
 void
-worker_publish_stats(WorkerState *ws)
+jf_worker_publish_stats(WorkerState *ws)
 {
 	pg_atomic_write_u64(&jobflow_shared->wheel_tasks, jf_wheel_count(ws->wheel));
 	pg_atomic_write_u64(&jobflow_shared->wheel_bytes,
-						jf_wheel_memory(ws->wheel) + feed_map_memory(ws) +
+						jf_wheel_memory(ws->wheel) + jf_feed_map_memory(ws) +
 						(ws->fair ? jf_fair_memory(ws->fair) : 0));
 	if (ws->http != NULL)
 	{
@@ -217,7 +217,7 @@ wait_for_extension(WorkerState *ws, bool logged)
 			jobflow_report_setting_rules();
 		}
 		if (notifyInterruptPending)
-			feed_process_notifications(ws);
+			jf_feed_process_notifications(ws);
 	}
 }
 
@@ -291,10 +291,10 @@ shut_down(WorkerState *ws, WaitEventSet *wes)
 			timeout = Min(timeout, http_timeout);
 		(void) WaitEventSetWait(wes, timeout, &ev, 1, jf_wait_event(JF_WAIT_MAIN));
 		ResetLatch(MyLatch);
-		dispatch_collect(ws);
+		jf_dispatch_collect(ws);
 	}
-	dispatch_abandon(ws);
-	log_writer_flush();
+	jf_dispatch_abandon(ws);
+	jf_log_writer_flush();
 	ereport(LOG, (errmsg("jobflow worker stopped")));
 }
 
@@ -312,14 +312,14 @@ serve_again(WorkerState *ws)
 	ereport(LOG,
 			(errmsg("jobflow worker lost extension jobflow in database \"%s\" (DROP EXTENSION); it forgets the outcomes of its requests in flight",
 					worker_dbname)));
-	log_writer_discard();
-	feed_forget_all(ws);
+	jf_log_writer_discard();
+	jf_feed_forget_all(ws);
 	ws->loaded_until_ms = PG_INT64_MIN;
 	ws->next_housekeeping_ms = 0;
 	consecutive_errors = 0;
 	wait_for_extension(ws, true);
 	jf_guard_serve();
-	feed_rescue_running(ws, NULL, 0, NULL);
+	jf_feed_rescue_running(ws, NULL, 0, NULL);
 }
 
 /*
@@ -417,56 +417,56 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 			ProcessConfigFile(PGC_SIGHUP);
 			jobflow_report_setting_rules();
 			raise_fd_limit();
-			dispatch_reconfigure(ws);
+			jf_dispatch_reconfigure(ws);
 		}
 		if (notifyInterruptPending)
-			feed_process_notifications(ws);
+			jf_feed_process_notifications(ws);
 		/* DROP EXTENSION committed here: the incarnation check sees it */
 		if (jf_worker_recheck_pending())
 		{
 			jf_xact_begin("jobflow: checking extension jobflow");
 			jf_xact_commit();
 		}
-		more_due = feed_take_wakeups(ws);
+		more_due = jf_feed_take_wakeups(ws);
 
-		dispatch_collect(ws);
+		jf_dispatch_collect(ws);
 		if (jf_guard_roles_changed())
 			jf_guard_sweep_roles();
-		queues_refresh(ws, false);
+		jf_queues_refresh(ws, false);
 		/* paused: the wheel's deadlines do not wake the loop */
 		paused = dispatch_paused(ws);
 		if (!paused)
-			more_due |= dispatch_due(ws, jf_now_ms());
+			more_due |= jf_dispatch_due(ws, jf_now_ms());
 		if (jf_now_ms() >= ws->next_housekeeping_ms ||
 			(ws->rescan_soon && jf_now_ms() >= ws->last_housekeeping_ms + RESCAN_SOON_MS))
-			feed_housekeeping(ws, jf_now_ms());
-		if (jf_now_ms() >= log_writer_deadline())
-			log_writer_flush();
+			jf_feed_housekeeping(ws, jf_now_ms());
+		if (jf_now_ms() >= jf_log_writer_deadline())
+			jf_log_writer_flush();
 		if (ws->strays_suspected)
-			dispatch_rescue_strays(ws);
-		if (jf_now_ms() >= prune_deadline())
-			prune_turn(ws);
-		worker_publish_stats(ws);
+			jf_dispatch_rescue_strays(ws);
+		if (jf_now_ms() >= jf_prune_deadline())
+			jf_prune_turn(ws);
+		jf_worker_publish_stats(ws);
 		if (jf_http_in_flight(ws->http) + jf_http_queued(ws->http) > 0)
 			busy = true;
-		else if (busy && log_writer_buffered() == 0)
+		else if (busy && jf_log_writer_buffered() == 0)
 		{
 			release_memory();
 			busy = false;
 		}
 
-		deadline = Min(ws->next_housekeeping_ms, log_writer_deadline());
-		deadline = Min(deadline, prune_deadline());
+		deadline = Min(ws->next_housekeeping_ms, jf_log_writer_deadline());
+		deadline = Min(deadline, jf_prune_deadline());
 		deadline = Min(deadline, jf_metrics_hosts_deadline(ws->fair));
 		if (ws->rescan_soon)
 			deadline = Min(deadline, ws->last_housekeeping_ms + RESCAN_SOON_MS);
-		if (more_due || (!paused && dispatch_room_freed(ws)))
+		if (more_due || (!paused && jf_dispatch_room_freed(ws)))
 			deadline = 0;
 		else if (!paused)
 		{
 			deadline = Min(deadline, jf_wheel_next_deadline(ws->wheel));
 			/* a rate's next token: parked tasks wait for it */
-			deadline = Min(deadline, dispatch_deadline(ws));
+			deadline = Min(deadline, jf_dispatch_deadline(ws));
 		}
 		timeout = ms_until(deadline);
 		jf_metrics_observe(JF_HIST_TURN, GetCurrentTimestamp() - turn_start);
@@ -498,12 +498,12 @@ start_serving(WorkerState *ws)
 
 	raise_fd_limit();
 	if (ws->http == NULL)
-		dispatch_init(ws);
-	queues_refresh(ws, true);
+		jf_dispatch_init(ws);
+	jf_queues_refresh(ws, true);
 	jf_fault("startup");
-	feed_rescue_running(ws, NULL, 0, NULL);
-	feed_housekeeping(ws, jf_now_ms());
-	worker_publish_stats(ws);
+	jf_feed_rescue_running(ws, NULL, 0, NULL);
+	jf_feed_housekeeping(ws, jf_now_ms());
+	jf_worker_publish_stats(ws);
 	ereport(LOG,
 			(errmsg("jobflow worker started in database \"%s\" with %zu task(s) due within %d s",
 					worker_dbname, jf_wheel_count(ws->wheel), jobflow_horizon_s)));
@@ -547,7 +547,7 @@ recover_from_error(WorkerState *ws)
 	RESUME_INTERRUPTS();
 
 	if (ws->fair != NULL)
-		dispatch_recover(ws);
+		jf_dispatch_recover(ws);
 	if (lost)
 	{
 		serve_again(ws);
@@ -635,13 +635,13 @@ jobflow_worker_main(Datum main_arg)
 								   ALLOCSET_DEFAULT_SIZES);
 	ws.turn_cxt = AllocSetContextCreate(TopMemoryContext, "jobflow worker turn",
 										ALLOCSET_DEFAULT_SIZES);
-	feed_init(&ws);
-	log_writer_init();
+	jf_feed_init(&ws);
+	jf_log_writer_init();
 	/* occurrences that fell due while the server was down are the missed ones */
 	jobflow_cron_missed_before = PgStartTime;
 
 	/* listen first: a task committed after this is either notified or scanned */
-	feed_listen();
+	jf_feed_listen();
 
 	/*
 	 * From here on an ERROR aborts the transaction and resumes where the

@@ -107,31 +107,31 @@ typedef struct WorkerState
 } WorkerState;
 
 /* feed.c: keeping the wheel in step with jobflow.tasks */
-extern void feed_init(WorkerState *ws);
-extern void feed_listen(void);
-extern void feed_forget_all(WorkerState *ws);
-extern void feed_rescue_running(WorkerState *ws, int64 *ids, int n,
+extern void jf_feed_init(WorkerState *ws);
+extern void jf_feed_listen(void);
+extern void jf_feed_forget_all(WorkerState *ws);
+extern void jf_feed_rescue_running(WorkerState *ws, int64 *ids, int n,
 								const char *why);
-extern void feed_process_notifications(WorkerState *ws);
-extern bool feed_take_wakeups(WorkerState *ws);
-extern void feed_housekeeping(WorkerState *ws, int64 now_ms);
-extern void feed_upsert(WorkerState *ws, int64 id, int64 due_ms, uint32 queue);
-extern bool feed_park(WorkerState *ws, int64 id, int64 due_ms);
-extern bool feed_take(uint64 id, void *arg);
-extern void feed_recheck(WorkerState *ws, Datum ids, int64 now_ms);
-extern uint64 feed_map_memory(WorkerState *ws);
+extern void jf_feed_process_notifications(WorkerState *ws);
+extern bool jf_feed_take_wakeups(WorkerState *ws);
+extern void jf_feed_housekeeping(WorkerState *ws, int64 now_ms);
+extern void jf_feed_upsert(WorkerState *ws, int64 id, int64 due_ms, uint32 queue);
+extern bool jf_feed_park(WorkerState *ws, int64 id, int64 due_ms);
+extern bool jf_feed_take(uint64 id, void *arg);
+extern void jf_feed_recheck(WorkerState *ws, Datum ids, int64 now_ms);
+extern uint64 jf_feed_map_memory(WorkerState *ws);
 
 /* dispatch.c: due tasks -> claim -> HTTP -> outcomes */
-extern void dispatch_init(WorkerState *ws);
-extern void dispatch_reconfigure(WorkerState *ws);
-extern bool dispatch_due(WorkerState *ws, int64 now_ms);
-extern bool dispatch_room_freed(WorkerState *ws);
-extern void dispatch_collect(WorkerState *ws);
-extern void dispatch_abandon(WorkerState *ws);
-extern void dispatch_recover(WorkerState *ws);
-extern int	dispatch_in_flight_ids(int64 **ids);
-extern void dispatch_rescue_strays(WorkerState *ws);
-extern int64 dispatch_deadline(WorkerState *ws);
+extern void jf_dispatch_init(WorkerState *ws);
+extern void jf_dispatch_reconfigure(WorkerState *ws);
+extern bool jf_dispatch_due(WorkerState *ws, int64 now_ms);
+extern bool jf_dispatch_room_freed(WorkerState *ws);
+extern void jf_dispatch_collect(WorkerState *ws);
+extern void jf_dispatch_abandon(WorkerState *ws);
+extern void jf_dispatch_recover(WorkerState *ws);
+extern int	jf_dispatch_in_flight_ids(int64 **ids);
+extern void jf_dispatch_rescue_strays(WorkerState *ws);
+extern int64 jf_dispatch_deadline(WorkerState *ws);
 
 /* log_writer.c: buffered, batched writes of outcomes */
 typedef enum TaskOutcome
@@ -161,22 +161,22 @@ typedef struct OutcomeRow
 	size_t		response_len;
 } OutcomeRow;
 
-extern void log_writer_init(void);
-extern void log_writer_add(const OutcomeRow *row);
-extern int	log_writer_buffered(void);
-extern bool log_writer_has_retry(int64 id);
-extern bool log_writer_holds(int64 id);
-extern int	log_writer_orphans(int64 **ids);
-extern void log_writer_forget_orphans(int n);
-extern int64 log_writer_deadline(void);
-extern void log_writer_flush(void);
-extern void log_writer_discard(void);
+extern void jf_log_writer_init(void);
+extern void jf_log_writer_add(const OutcomeRow *row);
+extern int	jf_log_writer_buffered(void);
+extern bool jf_log_writer_has_retry(int64 id);
+extern bool jf_log_writer_holds(int64 id);
+extern int	jf_log_writer_orphans(int64 **ids);
+extern void jf_log_writer_forget_orphans(int n);
+extern int64 jf_log_writer_deadline(void);
+extern void jf_log_writer_flush(void);
+extern void jf_log_writer_discard(void);
 
 /* worker.c */
 extern void jf_xact_begin(const char *activity);
 extern void jf_xact_begin_durable(const char *activity);
 extern void jf_xact_commit(void);
-extern void worker_publish_stats(WorkerState *ws);
-extern void worker_count_statement(int n);
+extern void jf_worker_publish_stats(WorkerState *ws);
+extern void jf_worker_count_statement(int n);
 
 #endif							/* JOBFLOW_WORKER_H */
