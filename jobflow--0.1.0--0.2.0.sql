@@ -673,7 +673,13 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
 	IF TG_OP = 'TRUNCATE' THEN
-		TRUNCATE jobflow.task_log;
+		BEGIN
+			TRUNCATE jobflow.task_log;
+		EXCEPTION WHEN object_in_use THEN
+			-- "TRUNCATE jobflow.tasks, jobflow.task_log": truncated already
+			-- (or a cursor of this session reads it)
+			DELETE FROM jobflow.task_log;
+		END;
 	ELSE
 		DELETE FROM jobflow.task_log l USING gone_tasks g WHERE l.task_id = g.id;
 	END IF;
