@@ -30,6 +30,7 @@ OBJS = \
 	src/http_queue.o \
 	src/http_request.o \
 	src/fair.o \
+	src/queues.o \
 	src/cron_parse.o \
 	src/cron.o \
 	src/cron_sql.o \

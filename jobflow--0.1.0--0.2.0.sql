@@ -631,8 +631,12 @@ AS 'MODULE_PATHNAME', 'jobflow_retry_failed'
 LANGUAGE C VOLATILE
 SET search_path = pg_catalog, pg_temp;
 
-/* Finished tasks by the time they finished: dead letters, and pruning. */
-CREATE INDEX tasks_finished_at ON jobflow.tasks (updated_at)
+/*
+ * Finished tasks by the time they finished: dead letters, and pruning (id
+ * too: with per-queue retentions, pruning goes on from an (updated_at, id)
+ * mark; see item 3).
+ */
+CREATE INDEX tasks_finished_at ON jobflow.tasks (updated_at, id)
 	WHERE state IN ('succeeded', 'failed', 'cancelled');
 
 CREATE VIEW jobflow.failed_tasks WITH (security_invoker = true) AS
@@ -763,6 +767,97 @@ GRANT EXECUTE ON FUNCTION jobflow.metrics(), jobflow._stats(), jobflow.worker_st
 	TO jobflow_monitor, jobflow_admin;
 GRANT SELECT ON jobflow.stats TO jobflow_monitor, jobflow_admin;
 
+/* ----------------------------------------------------------------------
+ * issue 10, item 3: queues as objects
+ *
+ * A task's queue (jobflow.tasks.queue) names a queue of its owner: queues
+ * are namespaced per owner like tasks, so one tenant's pause or limit never
+ * touches another's tasks.  A queue with no row here behaves as before.  A
+ * row says whether the queue is paused, its own limits (requests in
+ * flight, a smooth dispatch rate), its priority among due tasks when
+ * capacity is short, and its retention.  Tenants read their own rows
+ * (row-level security as on tasks); writes go through pause_queue(),
+ * resume_queue(), set_queue() and drop_queue(), which check the caller
+ * (itself, or any owner for jobflow_admin and superusers) and write as the
+ * table's owner (queues_api.c).  The statement trigger tells the worker at
+ * commit, through shared memory, to read the table again.
+ * ---------------------------------------------------------------------- */
+CREATE TABLE jobflow.queues (
+	owner			regrole NOT NULL,
+	name			text NOT NULL,
+	paused			boolean NOT NULL DEFAULT false,
+	max_concurrent	integer CHECK (max_concurrent BETWEEN 1 AND 1000000),
+	max_per_second	double precision CHECK (max_per_second > 0 AND max_per_second <= 1000000),
+	priority		integer NOT NULL DEFAULT 0 CHECK (priority BETWEEN -1000 AND 1000),
+	retention		interval CHECK (retention >= interval '0'),
+	created_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	updated_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	PRIMARY KEY (owner, name)
+);
+SELECT pg_catalog.pg_extension_config_dump('jobflow.queues', '');
+REVOKE ALL ON jobflow.queues FROM PUBLIC;
+ALTER TABLE jobflow.queues ENABLE ROW LEVEL SECURITY;
+CREATE POLICY queues_owner_select ON jobflow.queues FOR SELECT
+	USING (pg_catalog.pg_has_role(owner::oid, 'USAGE')
+		   OR pg_catalog.pg_has_role('jobflow_admin', 'USAGE'));
+GRANT SELECT ON jobflow.queues TO jobflow_user, jobflow_admin;
+
+CREATE FUNCTION jobflow._queues_notify()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'jobflow_queues_wake'
+LANGUAGE C;
+
+CREATE TRIGGER queues_notify
+	AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON jobflow.queues
+	FOR EACH STATEMENT EXECUTE FUNCTION jobflow._queues_notify();
+
+/* Finished tasks of one queue by the time they finished: per-queue retention. */
+CREATE INDEX tasks_finished_queue ON jobflow.tasks (owner, queue, updated_at)
+	WHERE state IN ('succeeded', 'failed', 'cancelled');
+
+CREATE FUNCTION jobflow.pause_queue(name text, owner regrole DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'jobflow_pause_queue'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION jobflow.resume_queue(name text, owner regrole DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'jobflow_resume_queue'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION jobflow.set_queue(name text,
+	max_concurrent integer DEFAULT NULL,
+	max_per_second double precision DEFAULT NULL,
+	priority integer DEFAULT 0,
+	retention interval DEFAULT NULL,
+	owner regrole DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'jobflow_set_queue'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION jobflow.drop_queue(name text, owner regrole DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'jobflow_drop_queue'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+REVOKE ALL ON FUNCTION
+	jobflow._queues_notify(),
+	jobflow.pause_queue(text, regrole),
+	jobflow.resume_queue(text, regrole),
+	jobflow.set_queue(text, integer, double precision, integer, interval, regrole),
+	jobflow.drop_queue(text, regrole)
+	FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+	jobflow.pause_queue(text, regrole),
+	jobflow.resume_queue(text, regrole),
+	jobflow.set_queue(text, integer, double precision, integer, interval, regrole),
+	jobflow.drop_queue(text, regrole)
+	TO jobflow_user, jobflow_admin;
+
 /*
  * issue 13 (\dx+ jobflow documents its objects): comments on the types,
  * tables, views and functions.  Functions are found by name, whatever their
@@ -777,7 +872,7 @@ COMMENT ON COLUMN jobflow.tasks.run_at IS 'when the task is due (for a retry, wh
 COMMENT ON COLUMN jobflow.tasks.attempts IS 'attempts made so far, counting the one running; never goes back';
 COMMENT ON COLUMN jobflow.tasks.max_attempts IS 'the task fails for good once attempts reaches this; retry() raises it by the task''s budget';
 COMMENT ON COLUMN jobflow.tasks.timeout_ms IS 'limit of one attempt, connection to last byte, in milliseconds';
-COMMENT ON COLUMN jobflow.tasks.queue IS 'a name for grouping tasks (failed_tasks, retry_failed)';
+COMMENT ON COLUMN jobflow.tasks.queue IS 'the owner''s queue the task belongs to: jobflow.queues may pause or limit it (failed_tasks, retry_failed group by it too)';
 COMMENT ON COLUMN jobflow.tasks.owner IS 'the role that scheduled the task; row-level security and the fair share go by it';
 COMMENT ON COLUMN jobflow.tasks.updated_at IS 'last change of the row: for a finished task, when it finished (retention counts from it)';
 COMMENT ON COLUMN jobflow.tasks.last_status IS 'HTTP status of the last answer, if any';
@@ -805,6 +900,13 @@ COMMENT ON TABLE jobflow.secrets IS 'named secrets that header values refer to (
 COMMENT ON VIEW jobflow.secret_names IS 'the secrets a role has, without their values';
 COMMENT ON VIEW jobflow.failed_tasks IS 'dead letters: failed tasks, as their owner sees them; retry() or retry_failed() runs them again';
 COMMENT ON VIEW jobflow.stats IS 'the figures of jobflow.metrics() as rows: histograms as count, sum and p50/p99 bucket bounds';
+COMMENT ON TABLE jobflow.queues IS 'configured queues of each owner: pause, limits, priority, retention; a queue without a row has none (change with set_queue, pause_queue, resume_queue, drop_queue)';
+COMMENT ON COLUMN jobflow.queues.name IS 'the queue name tasks give in jobflow.tasks.queue, per owner';
+COMMENT ON COLUMN jobflow.queues.paused IS 'true: its due tasks stay pending until resume_queue()';
+COMMENT ON COLUMN jobflow.queues.max_concurrent IS 'most requests of the queue in flight at once; NULL: no limit of its own';
+COMMENT ON COLUMN jobflow.queues.max_per_second IS 'most requests sent per second, spread evenly; NULL: no limit';
+COMMENT ON COLUMN jobflow.queues.priority IS 'higher first among due tasks when a limit leaves fewer places than tasks';
+COMMENT ON COLUMN jobflow.queues.retention IS 'how long finished tasks of the queue are kept; 0 keeps them; NULL: jobflow.retention';
 COMMENT ON VIEW jobflow.task_import IS 'the task columns an application may set: COPY into it as an application role (COPY into jobflow.tasks is refused under row-level security)';
 DO $$
 DECLARE
@@ -845,7 +947,12 @@ BEGIN
 			('prune', 'delete finished tasks (and their log rows) older than older_than now; returns how many tasks; for jobflow_admin'),
 			('metrics', 'the worker''s histograms and counters in the Prometheus text exposition format'),
 			('_stats', 'internal: the figures of metrics() as rows, for the view jobflow.stats'),
-			('retry_failed', 'every failed task of a queue (or all), failed since a time (or ever), goes back to pending; returns how many')
+			('retry_failed', 'every failed task of a queue (or all), failed since a time (or ever), goes back to pending; returns how many'),
+			('pause_queue', 'a queue of the caller (or, for jobflow_admin, of owner) stops firing; its tasks stay pending; true if it was not paused'),
+			('resume_queue', 'a paused queue fires again, its overdue tasks first in due order; true if it was paused'),
+			('set_queue', 'configure a queue: max_concurrent, max_per_second, priority, retention (each left out goes back to its default); a pause is kept'),
+			('drop_queue', 'forget a queue''s configuration (it fires unpaused and unlimited again); true if it had one'),
+			('_queues_notify', 'internal: tells the worker at commit that jobflow.queues changed')
 		  ) AS c(name, text) ON p.proname = c.name
 		 WHERE p.pronamespace = 'jobflow'::pg_catalog.regnamespace
 	LOOP

@@ -97,6 +97,7 @@ fair_config(void)
 	cfg.max_in_flight = jobflow_max_concurrent;
 	cfg.max_per_host = jobflow_max_per_host;
 	cfg.max_per_owner = jobflow_max_per_owner;
+	cfg.max_per_second_per_host = jobflow_max_rate_per_host;
 	return cfg;
 }
 
@@ -514,7 +515,7 @@ park_due(WorkerState *ws, int64 now_ms, JfWheelExpired *expired, int batch)
 		size_t		i;
 
 		for (i = 0; i < n; i++)
-			(void) jf_feed_park(ws, (int64) expired[i].id);
+			(void) jf_feed_park(ws, (int64) expired[i].id, expired[i].due_ms);
 		parked += n;
 		if (n < (size_t) batch)
 			return false;
@@ -556,7 +557,7 @@ jf_dispatch_due(WorkerState *ws, int64 now_ms)
 	}
 	more = park_due(ws, now_ms, expired, batch);
 	places_freed = false;
-	n = jf_fair_pick(ws->fair, picks, batch, jf_feed_take, ws);
+	n = jf_fair_pick(ws->fair, picks, batch, GetCurrentTimestamp(), jf_feed_take, ws);
 	if (n > 0)
 	{
 		/*
@@ -629,6 +630,20 @@ jf_dispatch_rescue_strays(WorkerState *ws)
 	/* back to pending, overdue: the next rescan loads them */
 	ws->rescan_soon = true;
 	ws->full_rescan_soon = true;
+}
+
+/*
+ * When the loop must come back for a rate's next token (jobflow's ms
+ * clock); INT64_MAX when no parked task waits for one.
+ */
+int64
+jf_dispatch_deadline(WorkerState *ws)
+{
+	int64		at = jf_fair_next_deadline(ws->fair);
+
+	if (at == INT64_MAX)
+		return INT64_MAX;
+	return jf_now_ms() + Max((int64) 0, (at - GetCurrentTimestamp() + 999) / 1000);
 }
 
 /*

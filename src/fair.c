@@ -2,22 +2,29 @@
  *
  * fair.c
  *	  Fair sharing of the dispatcher's capacity among hosts and owners:
- *	  per-(owner, origin) queues of due tasks, picked round-robin within
- *	  per-origin, per-owner and global limits (see fair.h).
+ *	  per-(owner, named queue, origin) lanes of due tasks, picked
+ *	  round-robin by priority within per-origin, per-owner, per-named-queue
+ *	  and global limits and rates (see fair.h).
  *
  * Origins, owners and queues live in arrays that only grow, found through
  * small open-addressing tables of indexes; a queue is a ring buffer of
- * task ids.  Queues that hold parked tasks form a circular list that
+ * task ids with their due times, in the order the wheel handed them over
+ * (due order, but for overdue tasks loaded late); a paused queue that got
+ * one out of order is sorted again before anything is next taken from it,
+ * so that on resume its tasks fire in due order.  Queues that hold parked tasks form a circular list that
  * jf_fair_pick() walks from where the previous pick stopped, so every
- * queue is visited once per pass whatever the others hold.  A small table
- * of the busiest origins (claimed + parked) follows every change of an
- * origin's counts, for the metrics (jf_fair_busiest).
+ * queue is visited once per pass whatever the others hold.  With named
+ * queues of several priorities, it walks the circle once per priority,
+ * highest first, each pass taking only the lanes of that priority.  A
+ * small table of the busiest origins (claimed + parked) follows every
+ * change of an origin's counts, for the metrics (jf_fair_busiest).
  *
  *-------------------------------------------------------------------------
  */
 #include "fair.h"
 #include "hash.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +33,33 @@
 /* most tasks taken from one queue per visit: finer turns, fairer passes */
 #define QUANTUM 64
 #define MAX_ORIGIN JF_FAIR_ORIGIN_MAX
+/* a bucket keeps one token plus this many seconds' worth of them */
+#define BURST_SECONDS 0.005
+/* ... or, while tasks wait for its tokens, this many (a late turn's due) */
+#define CATCHUP_SECONDS 0.1
+/* tokens owed beyond that are paid back at this share of the rate, on top of it */
+#define CATCHUP_FACTOR 0.5
+
+/*
+ * A rate's token bucket: tokens accrue continuously from `last`, up to one
+ * plus BURST_SECONDS' worth, so an idle queue cannot save up a burst.
+ * While tasks wait for its tokens (backlog), up to CATCHUP_SECONDS' worth
+ * are kept instead: a turn that comes late (a claim's commit, a flush of
+ * outcomes) sends what the rate allowed meanwhile.  What a turn later
+ * than that would lose to the cap is owed, and paid back at
+ * CATCHUP_FACTOR times the rate on top of it, so that no late turn lowers
+ * the rate in the long run and no turn sends more than CATCHUP_SECONDS'
+ * worth at once.  An idle queue owes nothing.
+ */
+typedef struct Bucket
+{
+	double		tokens;
+	double		owed;			/* tokens the cap held back while tasks waited */
+	int64_t		last;			/* when tokens was last brought up to date */
+	double		rate;			/* the rate it was started for */
+	bool		started;
+	bool		backlog;		/* tasks were left waiting at the last look */
+} Bucket;
 
 typedef struct Host
 {
@@ -36,7 +70,19 @@ typedef struct Host
 								 * claimed: the owners sharing it now */
 	int			parked;			/* tasks parked in those queues */
 	int			top;			/* its slot in JfFair.top, or -1 */
+	Bucket		bucket;			/* max_per_second_per_host */
 } Host;
+
+/* A named queue of an owner: what jobflow.queues says of it. */
+typedef struct Group
+{
+	uint32_t	oid;
+	char	   *name;
+	uint32_t	hash;
+	JfFairQueueConfig cfg;
+	int			claimed;
+	Bucket		bucket;			/* cfg.max_per_second */
+} Group;
 
 typedef struct Owner
 {
@@ -44,11 +90,18 @@ typedef struct Owner
 	int			claimed;
 } Owner;
 
+typedef struct Parked
+{
+	uint64_t	id;
+	int64_t		due;
+} Parked;
+
 typedef struct Queue
 {
 	uint32_t	host;
 	uint32_t	owner;
-	uint64_t   *ids;			/* ring buffer of parked task ids */
+	uint32_t	group;
+	Parked	   *ids;			/* ring buffer of parked tasks */
 	uint32_t	head;
 	uint32_t	count;
 	uint32_t	cap;
@@ -56,6 +109,7 @@ typedef struct Queue
 	uint32_t	prev;			/* in the circle of queues with tasks */
 	uint32_t	next;
 	bool		active;
+	bool		unsorted;		/* a task was parked out of due order */
 } Queue;
 
 /* An open-addressing table of indexes + 1 (0 = empty slot). */
@@ -78,9 +132,15 @@ struct JfFair
 	Queue	   *queues;
 	uint32_t	nqueues;
 	uint32_t	queues_cap;
+	Group	   *groups;
+	uint32_t	ngroups;
+	uint32_t	groups_cap;
 	Index		host_index;
 	Index		owner_index;
 	Index		queue_index;
+	Index		group_index;
+	uint32_t	prioritized;	/* named queues with a priority other than 0 */
+	int64_t		next_deadline;	/* see jf_fair_next_deadline() */
 	uint32_t	cursor;			/* next queue to visit; NONE: no tasks */
 	uint32_t	nactive;
 	int			claimed;
@@ -106,7 +166,19 @@ owner_hash(const JfFair *f, uint32_t i)
 static uint32_t
 queue_hash(const JfFair *f, uint32_t i)
 {
-	return jf_hash64(((uint64_t) f->queues[i].owner << 32) | f->queues[i].host);
+	return jf_hash64(((uint64_t) f->queues[i].group << 32) | f->queues[i].host);
+}
+
+static uint32_t
+group_key(uint32_t oid, const char *name)
+{
+	return jf_hash64(((uint64_t) oid << 32) | jf_hash_string(name));
+}
+
+static uint32_t
+group_hash(const JfFair *f, uint32_t i)
+{
+	return f->groups[i].hash;
 }
 
 /* Grow an index to twice its size, re-placing every entry. */
@@ -165,6 +237,7 @@ jf_fair_create(const JfFairConfig *cfg)
 		return NULL;
 	f->cfg = *cfg;
 	f->cursor = NONE;
+	f->next_deadline = INT64_MAX;
 	return f;
 }
 
@@ -179,12 +252,16 @@ jf_fair_destroy(JfFair *f)
 		free(f->hosts[i].origin);
 	for (i = 0; i < f->nqueues; i++)
 		free(f->queues[i].ids);
+	for (i = 0; i < f->ngroups; i++)
+		free(f->groups[i].name);
 	free(f->hosts);
 	free(f->owners);
 	free(f->queues);
+	free(f->groups);
 	free(f->host_index.slots);
 	free(f->owner_index.slots);
 	free(f->queue_index.slots);
+	free(f->group_index.slots);
 	free(f);
 }
 
@@ -316,30 +393,98 @@ find_owner(JfFair *f, uint32_t oid)
 	return f->nowners - 1;
 }
 
+/*
+ * The named queue (oid, name), created with no limits on first use.  Its
+ * index in f->groups stays valid; entries are never removed (a row deleted
+ * from jobflow.queues just goes back to no limits).
+ */
+static uint32_t
+find_group(JfFair *f, uint32_t oid, const char *name)
+{
+	uint32_t	h = group_key(oid, name);
+	uint32_t	s;
+	Group	   *g;
+
+	if (f->group_index.size == 0 ||
+		(f->group_index.used + 1) * 2 > f->group_index.size)
+		if (!index_grow(f, &f->group_index, group_hash))
+			return NONE;
+	for (s = h & (f->group_index.size - 1); f->group_index.slots[s] != 0;
+		 s = (s + 1) & (f->group_index.size - 1))
+	{
+		g = &f->groups[f->group_index.slots[s] - 1];
+		if (g->hash == h && g->oid == oid && strcmp(g->name, name) == 0)
+			return f->group_index.slots[s] - 1;
+	}
+	if (!array_reserve(f, (void **) &f->groups, &f->groups_cap, f->ngroups, sizeof(Group)))
+		return NONE;
+	g = &f->groups[f->ngroups];
+	memset(g, 0, sizeof(Group));
+	g->name = strdup(name);
+	if (g->name == NULL)
+		return NONE;
+	f->bytes += strlen(name) + 1;
+	g->oid = oid;
+	g->hash = h;
+	f->group_index.slots[s] = ++f->ngroups;
+	f->group_index.used++;
+	return f->ngroups - 1;
+}
+
+bool
+jf_fair_configure(JfFair *f, uint32_t owner, const char *name,
+				  const JfFairQueueConfig *cfg)
+{
+	uint32_t	i = find_group(f, owner, name);
+	Group	   *g;
+
+	if (i == NONE)
+		return false;
+	g = &f->groups[i];
+	if (g->cfg.priority != 0)
+		f->prioritized--;
+	if (cfg->priority != 0)
+		f->prioritized++;
+	g->cfg = *cfg;
+	return true;
+}
+
+void
+jf_fair_reset_queues(JfFair *f)
+{
+	uint32_t	i;
+
+	for (i = 0; i < f->ngroups; i++)
+		memset(&f->groups[i].cfg, 0, sizeof(JfFairQueueConfig));
+	f->prioritized = 0;
+}
+
 uint32_t
-jf_fair_queue(JfFair *f, uint32_t owner, const char *url)
+jf_fair_queue(JfFair *f, uint32_t owner, const char *name, const char *url)
 {
 	char		origin[MAX_ORIGIN];
 	uint32_t	host;
 	uint32_t	own;
+	uint32_t	grp;
 	uint32_t	s;
 	Queue	   *q;
 
 	/* an unparsable URL fails at sending; it still needs a queue */
 	if (!jf_fair_origin(url, origin, sizeof(origin)))
 		snprintf(origin, sizeof(origin), "?");
-	if ((host = find_host(f, origin)) == NONE || (own = find_owner(f, owner)) == NONE)
+	if ((host = find_host(f, origin)) == NONE || (own = find_owner(f, owner)) == NONE ||
+		(grp = find_group(f, owner, name != NULL ? name : "default")) == NONE)
 		return NONE;
 	if (f->queue_index.size == 0 ||
 		(f->queue_index.used + 1) * 2 > f->queue_index.size)
 		if (!index_grow(f, &f->queue_index, queue_hash))
 			return NONE;
-	for (s = jf_hash64(((uint64_t) own << 32) | host) & (f->queue_index.size - 1);
+	for (s = jf_hash64(((uint64_t) grp << 32) | host) & (f->queue_index.size - 1);
 		 f->queue_index.slots[s] != 0;
 		 s = (s + 1) & (f->queue_index.size - 1))
 	{
 		q = &f->queues[f->queue_index.slots[s] - 1];
-		if (q->host == host && q->owner == own)
+		if (q->host == host && q->group == grp)
 			return f->queue_index.slots[s] - 1;
 	}
 	if (!array_reserve(f, (void **) &f->queues, &f->queues_cap, f->nqueues, sizeof(Queue)))
@@ -348,6 +493,7 @@ jf_fair_queue(JfFair *f, uint32_t owner, const char *url)
 	memset(q, 0, sizeof(Queue));
 	q->host = host;
 	q->owner = own;
+	q->group = grp;
 	q->prev = q->next = NONE;
 	f->queue_index.slots[s] = ++f->nqueues;
 	f->queue_index.used++;
@@ -447,14 +593,14 @@ top_note(JfFair *f, uint32_t i)
 }
 
 bool
-jf_fair_push(JfFair *f, uint32_t queue, uint64_t id)
+jf_fair_push(JfFair *f, uint32_t queue, uint64_t id, int64_t due)
 {
 	Queue	   *q = &f->queues[queue];
 
 	if (q->count == q->cap)
 	{
 		uint32_t	cap = q->cap ? q->cap * 2 : 16;
-		uint64_t   *ids = malloc(sizeof(uint64_t) * cap);
+		Parked	   *ids = malloc(sizeof(Parked) * cap);
 		uint32_t	k;
 
 		if (ids == NULL)
@@ -462,14 +608,25 @@ jf_fair_push(JfFair *f, uint32_t queue, uint64_t id)
 		for (k = 0; k < q->count; k++)
 			ids[k] = q->ids[(q->head + k) % q->cap];
 		free(q->ids);
-		f->bytes += (size_t) (cap - q->cap) * sizeof(uint64_t);
+		f->bytes += (size_t) (cap - q->cap) * sizeof(Parked);
 		q->ids = ids;
 		q->cap = cap;
 		q->head = 0;
 	}
 	if (q->count == 0 && q->claimed == 0)
 		f->hosts[q->host].owners++;
-	q->ids[(q->head + q->count) % q->cap] = id;
+	/*
+	 * Only a paused queue is sorted again (when it is next served): there,
+	 * tasks loaded late (overdue ones scheduled while it was paused) must
+	 * not fire out of due order on resume.  Other queues are served as the
+	 * wheel hands tasks over, as before: sorting a large backlog on every
+	 * turn would cost every queue's lateness.
+	 */
+	if (q->count > 0 && due < q->ids[(q->head + q->count - 1) % q->cap].due &&
+		f->groups[q->group].cfg.paused)
+		q->unsorted = true;
+	q->ids[(q->head + q->count) % q->cap].id = id;
+	q->ids[(q->head + q->count) % q->cap].due = due;
 	q->count++;
 	f->parked++;
 	f->hosts[q->host].parked++;
@@ -505,8 +662,97 @@ host_room(JfFair *f, Host *h, Queue *q)
 	return room;
 }
 
-int
-jf_fair_pick(JfFair *f, JfFairPick *out, int max, JfFairTake take, void *arg)
+static int
+compare_parked(const void *a, const void *b)
+{
+	const Parked *x = a;
+	const Parked *y = b;
+
+	if (x->due != y->due)
+		return x->due < y->due ? -1 : 1;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Put a queue's parked tasks back in due order (ties by id). */
+static void
+sort_queue(Queue *q)
+{
+	if (q->head + q->count > q->cap)
+	{
+		/* wrapped: rotate the ring so that it starts at 0 */
+		Parked	   *tmp = malloc(sizeof(Parked) * q->count);
+		uint32_t	k;
+
+		if (tmp == NULL)
+			return;				/* out of memory: served as parked */
+		for (k = 0; k < q->count; k++)
+			tmp[k] = q->ids[(q->head + k) % q->cap];
+		memcpy(q->ids, tmp, sizeof(Parked) * q->count);
+		free(tmp);
+		q->head = 0;
+	}
+	qsort(q->ids + q->head, q->count, sizeof(Parked), compare_parked);
+	q->unsorted = false;
+}
+
+/*
+ * Whole tokens a bucket of the given rate holds at now, after accruing
+ * since its last look (see Bucket).  With none, the time its next token
+ * comes lowers *deadline.
+ */
+static int
+bucket_room(Bucket *b, double rate, int64_t now, int64_t *deadline)
+{
+	double		burst = 1.0 + rate * (b->backlog ? CATCHUP_SECONDS : BURST_SECONDS);
+
+	/* a rate set anew starts with one token */
+	if (!b->started || b->rate != rate)
+	{
+		b->started = true;
+		b->backlog = false;
+		b->rate = rate;
+		b->tokens = 1.0;
+		b->owed = 0.0;
+		b->last = now;
+	}
+	else if (now > b->last)
+	{
+		double		elapsed = (double) (now - b->last) * rate / 1e6;
+		double		repaid = b->owed < elapsed * CATCHUP_FACTOR ?
+			b->owed : elapsed * CATCHUP_FACTOR;
+
+		b->tokens += elapsed + repaid;
+		b->owed -= repaid;
+		if (b->tokens > burst)
+		{
+			/* tasks waited through a late turn: owed; idle: gone */
+			if (b->backlog)
+				b->owed += b->tokens - burst;
+			b->tokens = burst;
+		}
+		b->last = now;
+	}
+	if (!b->backlog)
+		b->owed = 0.0;
+	if (b->tokens < 1.0)
+	{
+		double		speed = rate * (b->owed > 0.0 ? 1.0 + CATCHUP_FACTOR : 1.0);
+		int64_t		at = b->last + (int64_t) ((1.0 - b->tokens) * 1e6 / speed) + 1;
+
+		if (at < *deadline)
+			*deadline = at;
+		return 0;
+	}
+	return b->tokens >= (double) INT_MAX ? INT_MAX : (int) b->tokens;
+}
+
+/*
+ * One pass of jf_fair_pick over the circle; with `filter`, over the lanes
+ * of priority `level` only (the others count as visited without taking).
+ */
+static int
+pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
+		  int level, JfFairTake take, void *arg)
 {
 	int			n = 0;
 	int			global_room = f->cfg.max_in_flight - f->claimed;
@@ -518,16 +764,44 @@ jf_fair_pick(JfFair *f, JfFairPick *out, int max, JfFairTake take, void *arg)
 		Queue	   *q = &f->queues[i];
 		Host	   *h = &f->hosts[q->host];
 		Owner	   *o = &f->owners[q->owner];
+		Group	   *g = &f->groups[q->group];
 		uint32_t	next = q->next;
 		int			room;
 		int			took = 0;
+		bool		group_rated = false;
+		bool		host_rated = false;
 
+		if (filter && g->cfg.priority != level)
+		{
+			if (++idle >= f->nactive)
+				break;
+			i = f->cursor = next;
+			continue;
+		}
 		room = host_room(f, h, q);
 		room = min_int(room, f->cfg.max_per_owner - o->claimed);
+		if (g->cfg.paused)
+			room = 0;
+		if (g->cfg.max_concurrent > 0)
+			room = min_int(room, g->cfg.max_concurrent - g->claimed);
 		room = min_int(room, min_int(global_room, min_int(QUANTUM, max - n)));
+		if (room > 0 && q->unsorted)
+			sort_queue(q);
+		if (room > 0 && g->cfg.max_per_second > 0)
+		{
+			room = min_int(room, bucket_room(&g->bucket, g->cfg.max_per_second, now,
+											 &f->next_deadline));
+			group_rated = true;
+		}
+		if (room > 0 && f->cfg.max_per_second_per_host > 0)
+		{
+			room = min_int(room, bucket_room(&h->bucket, f->cfg.max_per_second_per_host,
+											 now, &f->next_deadline));
+			host_rated = true;
+		}
 		while (took < room && q->count > 0)
 		{
-			uint64_t	id = q->ids[q->head];
+			uint64_t	id = q->ids[q->head].id;
 
 			q->head = (q->head + 1) % q->cap;
 			q->count--;
@@ -540,8 +814,24 @@ jf_fair_pick(JfFair *f, JfFairPick *out, int max, JfFairTake take, void *arg)
 			n++;
 			took++;
 		}
+		/*
+		 * A backlog (tokens kept, then owed, across a late turn) only while
+		 * the rate is what holds tasks back: a queue held by another limit
+		 * (max_concurrent, a full origin) must not save up its unused rate.
+		 */
+		if (g->cfg.max_per_second > 0)
+		{
+			g->bucket.tokens -= took;
+			g->bucket.backlog = group_rated && q->count > 0 && g->bucket.tokens < 1.0;
+		}
+		if (f->cfg.max_per_second_per_host > 0)
+		{
+			h->bucket.tokens -= took;
+			h->bucket.backlog = host_rated && q->count > 0 && h->bucket.tokens < 1.0;
+		}
 		h->claimed += took;
 		o->claimed += took;
+		g->claimed += took;
 		q->claimed += took;
 		f->claimed += took;
 		global_room -= took;
@@ -565,6 +855,54 @@ jf_fair_pick(JfFair *f, JfFairPick *out, int max, JfFairTake take, void *arg)
 	return n;
 }
 
+/*
+ * Round-robin over every lane when no named queue has a priority (the
+ * usual case: one pass); otherwise one pass per priority present among the
+ * lanes with tasks, highest first, for as long as places remain.
+ */
+int
+jf_fair_pick(JfFair *f, JfFairPick *out, int max, int64_t now_us,
+			 JfFairTake take, void *arg)
+{
+	int			n = 0;
+	bool		have_upper = false;
+	int			upper = 0;
+
+	f->next_deadline = INT64_MAX;
+	if (f->prioritized == 0)
+		return pick_pass(f, out, max, now_us, false, 0, take, arg);
+	while (n < max && f->cursor != NONE && f->claimed < f->cfg.max_in_flight)
+	{
+		bool		found = false;
+		int			level = 0;
+		uint32_t	i = f->cursor;
+
+		do
+		{
+			int			p = f->groups[f->queues[i].group].cfg.priority;
+
+			if ((!have_upper || p < upper) && (!found || p > level))
+			{
+				level = p;
+				found = true;
+			}
+			i = f->queues[i].next;
+		} while (i != f->cursor);
+		if (!found)
+			break;
+		n += pick_pass(f, out + n, max - n, now_us, true, level, take, arg);
+		upper = level;
+		have_upper = true;
+	}
+	return n;
+}
+
+int64_t
+jf_fair_next_deadline(const JfFair *f)
+{
+	return f->next_deadline;
+}
+
 void
 jf_fair_release(JfFair *f, uint32_t queue)
 {
@@ -572,6 +910,7 @@ jf_fair_release(JfFair *f, uint32_t queue)
 
 	f->hosts[q->host].claimed--;
 	f->owners[q->owner].claimed--;
+	f->groups[q->group].claimed--;
 	q->claimed--;
 	f->claimed--;
 	if (q->claimed == 0 && q->count == 0)
@@ -592,6 +931,7 @@ jf_fair_drop_parked(JfFair *f)
 		if (q->count > 0 && q->claimed == 0)
 			f->hosts[q->host].owners--;
 		q->head = q->count = 0;
+		q->unsorted = false;
 		q->prev = q->next = NONE;
 		q->active = false;
 	}

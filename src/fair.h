@@ -16,7 +16,23 @@
  *
  * So a slow or dead origin holds at most max_per_host requests, a tenant at
  * most max_per_owner, and an overdue backlog waits in its own queue while
- * other queues are served on every pass.  Tasks that are parked cost a few
+ * other queues are served on every pass.
+ *
+ * Tasks also belong to a named queue of their owner (jobflow.tasks.queue,
+ * configured in jobflow.queues), so the fair share's queues are really
+ * (owner, named queue, origin) lanes.  A named queue may be paused (its
+ * lanes take nothing), hold at most max_concurrent requests, send at most
+ * max_per_second (a token bucket: tokens accrue continuously; an idle
+ * queue keeps at most one token plus 5 ms' worth, so the rate is smooth,
+ * never a burst at each second boundary, while a queue with tasks waiting
+ * keeps up to 100 ms' worth, so that a late turn sends what the rate
+ * allowed meanwhile; what a turn later than that would lose is owed and
+ * paid back at up to 1.5 times the rate, so the rate holds in the long run),
+ * and have a priority: when a cap leaves
+ * fewer places than due tasks, lanes of higher priority are served first,
+ * round-robin within one priority.  Each origin may also be held to
+ * max_per_second_per_host by the same kind of bucket.  A named queue
+ * nobody configured has none of these limits.  Tasks that are parked cost a few
  * bytes; nothing is claimed for them until they can go, and whatever is
  * claimed can be sent at once: a claimed attempt is one that may have been
  * sent.
@@ -51,7 +67,17 @@ typedef struct JfFairConfig
 	int			max_in_flight;	/* >= 1 */
 	int			max_per_host;	/* >= 1 */
 	int			max_per_owner;	/* >= 1 */
+	double		max_per_second_per_host;	/* 0: no limit */
 } JfFairConfig;
+
+/* The settings of one named queue (a row of jobflow.queues). */
+typedef struct JfFairQueueConfig
+{
+	bool		paused;
+	int			max_concurrent; /* 0: no limit of its own */
+	double		max_per_second; /* 0: no limit */
+	int			priority;		/* higher first */
+} JfFairQueueConfig;
 
 /* One task chosen by jf_fair_pick(). */
 typedef struct JfFairPick
@@ -71,23 +97,45 @@ extern void jf_fair_destroy(JfFair *f);
 extern void jf_fair_set_config(JfFair *f, const JfFairConfig *cfg);
 
 /*
- * The queue of (owner, the origin of url), created on first use; stable
- * for the life of f.  UINT32_MAX when out of memory.
+ * The queue (lane) of (owner, named queue, the origin of url), created on
+ * first use; stable for the life of f.  name NULL is "default".
+ * UINT32_MAX when out of memory.
  */
-extern uint32_t jf_fair_queue(JfFair *f, uint32_t owner, const char *url);
+extern uint32_t jf_fair_queue(JfFair *f, uint32_t owner, const char *name,
+							  const char *url);
+
+/*
+ * Settings of the named queue (owner, name); false when out of memory.
+ * jf_fair_reset_queues() first puts every named queue back to no limits,
+ * so that a configuration read afresh replaces the previous one.
+ */
+extern bool jf_fair_configure(JfFair *f, uint32_t owner, const char *name,
+							  const JfFairQueueConfig *cfg);
+extern void jf_fair_reset_queues(JfFair *f);
 
 /* The origin key of url ("scheme://host:port", lower case) into buf. */
 extern bool jf_fair_origin(const char *url, char *buf, size_t len);
 
-/* Park a due task at the tail of its queue; false when out of memory. */
-extern bool jf_fair_push(JfFair *f, uint32_t queue, uint64_t id);
+/*
+ * Park a task due at `due` (any clock) in its queue; a paused queue is
+ * served in due order once resumed.  False when out of memory.
+ */
+extern bool jf_fair_push(JfFair *f, uint32_t queue, uint64_t id, int64_t due);
 
 /*
- * Choose up to max parked tasks to claim now (see the file header); each
+ * Choose up to max parked tasks to claim now, at time now_us (any clock in
+ * microseconds that never goes back: rates are measured on it); each
  * counts as claimed until jf_fair_release().
  */
-extern int	jf_fair_pick(JfFair *f, JfFairPick *out, int max,
+extern int	jf_fair_pick(JfFair *f, JfFairPick *out, int max, int64_t now_us,
 						 JfFairTake take, void *arg);
+
+/*
+ * When the last pick left parked tasks waiting for a rate's next token
+ * only: the earliest time (on now_us's clock) a token comes; INT64_MAX when
+ * nothing waits for one.  The worker sleeps no longer than that.
+ */
+extern int64_t jf_fair_next_deadline(const JfFair *f);
 
 /* A picked task's request finished, or was not sent after all. */
 extern void jf_fair_release(JfFair *f, uint32_t queue);

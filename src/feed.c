@@ -86,7 +86,7 @@ typedef struct TaskMapEntry
 /* every so many rescans, overdue tasks of any age are rescanned too */
 #define FULL_RESCAN_EVERY 12
 /* what a load query returns */
-#define LOAD_COLUMNS "t.id, t.run_at, t.owner, t.url"
+#define LOAD_COLUMNS "t.id, t.run_at, t.owner, t.url, t.queue"
 
 /* id ranges announced at commit and not loaded yet, kept across turns */
 static int64 *range_lo;
@@ -219,13 +219,13 @@ jf_feed_upsert(WorkerState *ws, int64 id, int64 due_ms, uint32 queue)
  * leave it alone unless it was rescheduled.
  */
 bool
-jf_feed_park(WorkerState *ws, int64 id)
+jf_feed_park(WorkerState *ws, int64 id, int64 due_ms)
 {
 	TaskMapEntry *e = taskmap_lookup(ws->map, id);
 
 	if (e == NULL || e->parked)
 		return false;
-	if (!jf_fair_push(ws->fair, e->queue, (uint64) id))
+	if (!jf_fair_push(ws->fair, e->queue, (uint64) id, due_ms))
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory parking due jobflow tasks")));
@@ -250,16 +250,21 @@ jf_feed_take(uint64 id, void *arg)
 	return true;
 }
 
-/* The (owner, origin) queue of a loaded row (columns as LOAD_COLUMNS). */
+/*
+ * The (owner, named queue, origin) lane of a loaded row (columns as
+ * LOAD_COLUMNS).
+ */
 static uint32
 row_queue(WorkerState *ws, HeapTuple tup, TupleDesc desc)
 {
 	bool		isnull;
 	Oid			owner = DatumGetObjectId(SPI_getbinval(tup, desc, 3, &isnull));
 	char	   *url = TextDatumGetCString(SPI_getbinval(tup, desc, 4, &isnull));
-	uint32		queue = jf_fair_queue(ws->fair, owner, url);
+	char	   *name = TextDatumGetCString(SPI_getbinval(tup, desc, 5, &isnull));
+	uint32		queue = jf_fair_queue(ws->fair, owner, name, url);
 
 	pfree(url);
+	pfree(name);
 	if (queue == UINT32_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),

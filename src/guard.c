@@ -377,9 +377,10 @@ jf_guard_roles_changed(void)
 }
 
 /*
- * pg_authid changed (or the worker starts): cancel the pending tasks and
- * pause the timers whose owner no longer exists.  DROP ROLE may have run
- * in another database, where the hook below cannot see jobflow's tables.
+ * pg_authid changed (or the worker starts): cancel the pending tasks,
+ * pause the timers and forget the queues whose owner no longer exists.
+ * DROP ROLE may have run in another database, where the hook below cannot
+ * see jobflow's tables.
  */
 void
 jf_guard_sweep_roles(void)
@@ -412,6 +413,18 @@ jf_guard_sweep_roles(void)
 		elog(ERROR, "pausing timers of dropped roles failed: %s", SPI_result_code_string(ret));
 	timers = SPI_processed;
 	jf_worker_count_statement(2);
+	/* their queues' settings go too (the table is new in 0.2.0) */
+	if (OidIsValid(get_relname_relid("queues", get_namespace_oid("jobflow", false))))
+	{
+		ret = SPI_execute(
+			"DELETE FROM jobflow.queues q"
+			" WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_authid a"
+			"                    WHERE a.oid OPERATOR(pg_catalog.=) q.owner::pg_catalog.oid)",
+			false, 0);
+		if (ret != SPI_OK_DELETE)
+			elog(ERROR, "deleting queues of dropped roles failed: %s", SPI_result_code_string(ret));
+		jf_worker_count_statement(1);
+	}
 	jf_xact_commit();
 	if (tasks + timers > 0)
 		ereport(LOG,

@@ -47,6 +47,7 @@ int			jobflow_max_headers_size = 16 * 1024;
 int			jobflow_max_concurrent = 4096;
 int			jobflow_max_per_host = 64;
 int			jobflow_max_per_owner = 1024;
+double		jobflow_max_rate_per_host = 0;
 int			jobflow_max_response_size = 4096;
 int			jobflow_max_redirects = 3;
 int			jobflow_log_batch_size = 500;
@@ -281,6 +282,22 @@ show_database_name(void)
 	return jobflow_database_name ? jobflow_database_name : "";
 }
 
+/*
+ * A per-host rate is 0 (no limit) or at least JF_MIN_RATE a second: a
+ * smaller one would keep a host's next request waiting for days.
+ */
+static bool
+check_rate_per_host(double *newval, void **extra, GucSource source)
+{
+	if (*newval > 0 && *newval < JF_MIN_RATE)
+	{
+		GUC_check_errdetail("A rate is 0 (no limit) or at least %g requests per second.",
+							JF_MIN_RATE);
+		return false;
+	}
+	return true;
+}
+
 /* All settings in one place, so README and code cannot drift apart. */
 static void
 jobflow_define_gucs(void)
@@ -323,6 +340,11 @@ jobflow_define_gucs(void)
 							"Whatever the number of hosts a role sends to, the rest of jobflow.max_concurrent_requests stays free for other roles.  At most jobflow.max_concurrent_requests.",
 							&guc_max_per_owner, 1024, 1, 65536,
 							PGC_SIGHUP, 0, NULL, assign_max_per_owner, NULL);
+	DefineCustomRealVariable("jobflow.max_requests_per_second_per_host",
+							 "Most HTTP requests sent to one host and port per second; 0 means no limit.",
+							 "Spread evenly (a token bucket holding one request plus 5 ms' worth), shared by every owner sending there.",
+							 &jobflow_max_rate_per_host, 0, 0, JF_MAX_RATE,
+							 PGC_SIGHUP, 0, check_rate_per_host, NULL, NULL);
 	DefineCustomIntVariable("jobflow.max_response_size",
 							"How much of each response body is kept in the task log.",
 							NULL, &jobflow_max_response_size, 4096, 0, 1024 * 1024,
@@ -481,7 +503,8 @@ jobflow_reader_slot(void)
  * here may fail, so a full ring only says "rescan".
  */
 void
-jobflow_publish_wake(const int64 *lo, const int64 *hi, int n, bool cron)
+jobflow_publish_wake(const int64 *lo, const int64 *hi, int n, bool cron,
+					 bool queues)
 {
 	Latch	   *latch;
 	int			i;
@@ -511,6 +534,8 @@ jobflow_publish_wake(const int64 *lo, const int64 *hi, int n, bool cron)
 	pg_atomic_fetch_add_u64(&s->wake_ranges, n);
 	if (cron)
 		pg_atomic_fetch_add_u64(&s->wake_timers, 1);
+	if (queues)
+		pg_atomic_fetch_add_u64(&s->queues_version, 1);
 
 	SpinLockAcquire(&s->mutex);
 	latch = s->dboid == MyDatabaseId ? s->worker_latch : NULL;

@@ -33,6 +33,11 @@ extern int	jobflow_max_headers_size;
 extern int	jobflow_max_concurrent;
 extern int	jobflow_max_per_host;
 extern int	jobflow_max_per_owner;
+extern double jobflow_max_rate_per_host;	/* requests/s, 0: no limit */
+
+/* the range of dispatch rates, per host or per queue (requests a second) */
+#define JF_MIN_RATE 0.001
+#define JF_MAX_RATE 1000000.0
 extern int	jobflow_max_response_size;
 extern int	jobflow_max_redirects;
 extern int	jobflow_log_batch_size;
@@ -118,6 +123,7 @@ typedef struct JobflowShared
 	 */
 	pg_atomic_uint64 wake_ranges;	/* ranges published, since start */
 	pg_atomic_uint64 wake_timers;	/* timer changes published */
+	pg_atomic_uint64 queues_version;	/* commits that changed jobflow.queues */
 	slock_t		wake_mutex;
 	int			nwake;
 	bool		wake_overflowed;	/* ranges were lost: rescan */
@@ -137,7 +143,7 @@ extern JobflowShared *jobflow_reader_slot(void);
 /* jobflow.c: the due time before which new tasks must wake the worker */
 extern TimestampTz jobflow_notify_before(void);
 extern void jobflow_publish_wake(const int64 *lo, const int64 *hi, int n,
-								 bool cron);
+								 bool cron, bool queues);
 
 /*
  * cron_sql.c: occurrences due before this are "missed" and follow their

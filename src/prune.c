@@ -28,6 +28,17 @@
  * (row-level security lets them update pending rows only) nor by the
  * worker, so the delete waits for nobody; SKIP LOCKED covers the rest.
  *
+ * A queue may have a retention of its own (jobflow.queues.retention; 0
+ * keeps its tasks).  Then the batch has two parts: the queues with a
+ * positive retention of their own, each through the partial index
+ * tasks_finished_queue (owner, queue, updated_at); and the rest at
+ * jobflow.retention, through tasks_finished_at (updated_at, id), passing
+ * over the tasks of queues with their own retention.  So that those are
+ * not passed over again by every batch, the second part goes on from
+ * where the last one stopped (mark_at, mark_id), and starts from the
+ * oldest again when the queues' settings change, when the worker starts
+ * and every MARK_RESET_MS.
+ *
  *-------------------------------------------------------------------------
  */
 #include "worker.h"
@@ -40,14 +51,42 @@
 #include "utils/timestamp.h"
 
 #include "prune.h"
+#include "queues.h"
 
 #define PRUNE_SLACK_MS		2
 #define PRUNE_MAX_DEFER_MS	100
 #define PRUNE_SHARE			4
+#define MARK_RESET_MS		(3600 * 1000)
 
 static int64 due_ms = 0;		/* the next batch may run from then on */
 static int64 try_ms = 0;		/* waiting for a gap: look again then */
 static bool backlog = false;	/* the last batch was full */
+
+/* where the default part goes on from, with queue retentions set */
+static TimestampTz mark_at = DT_NOBEGIN;
+static int64 mark_id = 0;
+static int64 mark_reset_ms = 0;
+
+/* The default part starts from the oldest finished task again. */
+void
+jf_prune_reset_mark(void)
+{
+	TIMESTAMP_NOBEGIN(mark_at);
+	mark_id = 0;
+	mark_reset_ms = jf_now_ms() + MARK_RESET_MS;
+}
+
+/* Whether anything is to be pruned at all. */
+static bool
+prune_enabled(void)
+{
+	bool		positive;
+
+	if (jobflow_retention_s > 0)
+		return true;
+	(void) jf_queues_retention_overrides(&positive);
+	return positive;
+}
 
 /*
  * When the loop should come back for pruning: now while a backlog
@@ -56,9 +95,82 @@ static bool backlog = false;	/* the last batch was full */
 int64
 jf_prune_deadline(void)
 {
-	if (jobflow_retention_s == 0)
+	if (!prune_enabled())
 		return INT64_MAX;
 	return Max(due_ms, try_ms);
+}
+
+/*
+ * One batch with queue retentions set (see the file header): the queues'
+ * own part, then the default part from the mark on, which moves the mark
+ * past what it looked at.  Returns the tasks pruned, *logs their log rows,
+ * *full whether either part had a full batch (more may wait).
+ * values: jobflow.retention (s), the batch size, the mark.
+ */
+static int64
+prune_with_queues(Datum *values, Oid *types, int64 *logs, bool *full)
+{
+	TupleDesc	desc;
+	HeapTuple	tup;
+	bool		isnull;
+	Datum		d;
+
+	if (SPI_execute_with_args(
+							  "WITH own AS ("
+							  "  SELECT x.id FROM jobflow.queues q CROSS JOIN LATERAL ("
+							  "    SELECT t.id FROM jobflow.tasks t"
+							  "     WHERE t.owner = q.owner AND t.queue = q.name"
+							  "       AND t.state IN ('succeeded', 'failed', 'cancelled')"
+							  "       AND t.updated_at < pg_catalog.now() - q.retention"
+							  "     ORDER BY t.updated_at LIMIT $2"
+							  "     FOR UPDATE OF t SKIP LOCKED) x"
+							  "   WHERE q.retention > interval '0'"
+							  "   LIMIT $2),"
+							  " seen AS ("
+							  "  SELECT t.id, t.owner, t.queue, t.updated_at FROM jobflow.tasks t"
+							  "   WHERE t.state IN ('succeeded', 'failed', 'cancelled')"
+							  "     AND $1 > 0"
+							  "     AND t.updated_at < pg_catalog.now()"
+							  "         - pg_catalog.make_interval(secs => $1)"
+							  "     AND (t.updated_at, t.id) > ($3, $4)"
+							  "   ORDER BY t.updated_at, t.id LIMIT $2),"
+							  " rest AS ("
+							  "  SELECT t.id FROM jobflow.tasks t JOIN seen s ON s.id = t.id"
+							  "   WHERE NOT EXISTS (SELECT 1 FROM jobflow.queues q"
+							  "                      WHERE q.owner = s.owner AND q.name = s.queue"
+							  "                        AND q.retention IS NOT NULL)"
+							  "   FOR UPDATE OF t SKIP LOCKED),"
+							  " gone AS ("
+							  "  DELETE FROM jobflow.tasks t"
+							  "   WHERE t.id IN (SELECT id FROM own UNION SELECT id FROM rest)"
+							  "  RETURNING t.id),"
+							  " logs AS ("
+							  "  DELETE FROM jobflow.task_log l USING gone g"
+							  "   WHERE l.task_id = g.id RETURNING 1),"
+							  " last AS ("
+							  "  SELECT s.updated_at, s.id FROM seen s"
+							  "   ORDER BY s.updated_at DESC, s.id DESC LIMIT 1)"
+							  " SELECT (SELECT pg_catalog.count(*) FROM gone),"
+							  "        (SELECT pg_catalog.count(*) FROM logs),"
+							  "        (SELECT updated_at FROM last), (SELECT id FROM last),"
+							  "        (SELECT pg_catalog.count(*) FROM own)"
+							  "        OPERATOR(pg_catalog.>=) $2"
+							  "        OR (SELECT pg_catalog.count(*) FROM seen)"
+							  "        OPERATOR(pg_catalog.>=) $2",
+							  4, types, values, NULL, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not prune finished tasks");
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	*logs = DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
+	*full = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
+	d = SPI_getbinval(tup, desc, 3, &isnull);
+	if (!isnull)
+	{
+		mark_at = DatumGetTimestampTz(d);
+		mark_id = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
+	}
+	return DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
 }
 
 /*
@@ -74,13 +186,16 @@ jf_prune_turn(WorkerState *ws)
 	int64		now_ms = jf_now_ms();
 	TimestampTz start;
 	int64		took_us;
-	Oid			types[2] = {INT4OID, INT4OID};
-	Datum		values[2];
+	Oid			types[4] = {INT4OID, INT4OID, TIMESTAMPTZOID, INT8OID};
+	Datum		values[4];
 	bool		isnull;
 	int64		tasks;
 	int64		logs;
+	bool		positive;
+	bool		overrides = jf_queues_retention_overrides(&positive);
+	bool		full = false;
 
-	if (jobflow_retention_s == 0 || now_ms < Max(due_ms, try_ms))
+	if (!prune_enabled() || now_ms < Max(due_ms, try_ms))
 		return;
 	if (!backlog &&
 		(jf_http_queued(ws->http) > 0 ||
@@ -97,7 +212,15 @@ jf_prune_turn(WorkerState *ws)
 	jf_fault("prune");
 	values[0] = Int32GetDatum(jobflow_retention_s);
 	values[1] = Int32GetDatum(jobflow_prune_batch_size);
-	if (SPI_execute_with_args(
+	if (overrides)
+	{
+		if (now_ms >= mark_reset_ms)
+			jf_prune_reset_mark();
+		values[2] = TimestampTzGetDatum(mark_at);
+		values[3] = Int64GetDatum(mark_id);
+		tasks = prune_with_queues(values, types, &logs, &full);
+	}
+	else if (SPI_execute_with_args(
 							  "WITH doomed AS ("
 							  "  SELECT t.id FROM jobflow.tasks t"
 							  "   WHERE t.state IN ('succeeded', 'failed', 'cancelled')"
@@ -116,8 +239,11 @@ jf_prune_turn(WorkerState *ws)
 							  2, types, values, NULL, false, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "could not prune finished tasks");
-	tasks = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	logs = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	else
+	{
+		tasks = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		logs = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	}
 	jf_xact_commit();
 	jf_worker_count_statement(1);
 
@@ -126,7 +252,7 @@ jf_prune_turn(WorkerState *ws)
 	/* a full batch says more are waiting: come back soon, within the share */
 	now_ms = jf_now_ms();
 	took_us = GetCurrentTimestamp() - start;
-	backlog = tasks >= jobflow_prune_batch_size;
+	backlog = full || tasks >= jobflow_prune_batch_size;
 	due_ms = backlog ?
 		now_ms + Max((int64) 1, ((PRUNE_SHARE - 1) * took_us + 999) / 1000) :
 		now_ms + jobflow_reconcile_ms;

@@ -12,5 +12,6 @@
 
 extern int64 jf_prune_deadline(void);
 extern void jf_prune_turn(WorkerState *ws);
+extern void jf_prune_reset_mark(void);
 
 #endif							/* JOBFLOW_PRUNE_H */

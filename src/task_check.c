@@ -114,7 +114,9 @@ jobflow_require_trigger(FunctionCallInfo fcinfo, const char *funcname,
 						bool before, bool row, const char *relname)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-	static Oid	checked[2] = {InvalidOid, InvalidOid};	/* tasks, cron_timers */
+	static Oid	checked[3] = {InvalidOid, InvalidOid, InvalidOid};	/* tasks,
+																		 * cron_timers,
+																		 * queues */
 	Oid		   *known;
 	Relation	rel;
 	char	   *nspname;
@@ -133,7 +135,8 @@ jobflow_require_trigger(FunctionCallInfo fcinfo, const char *funcname,
 						before ? "BEFORE" : "AFTER", row ? "for each row" : "for each statement")));
 	/* once per relation: the row triggers run for every row of a COPY */
 	rel = trigdata->tg_relation;
-	known = &checked[strcmp(relname, "tasks") == 0 ? 0 : 1];
+	known = &checked[strcmp(relname, "tasks") == 0 ? 0 :
+					 strcmp(relname, "cron_timers") == 0 ? 1 : 2];
 	if (RelationGetRelid(rel) == *known)
 		return;
 	nspname = get_namespace_name(RelationGetNamespace(rel));
@@ -431,6 +434,18 @@ check_queue(const char *queue)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("queue name must not begin or end with a space")));
+}
+
+/* A task's queue name, or one naming a queue in jobflow.queues. */
+void
+jobflow_check_queue_name(text *name)
+{
+	if (name == NULL || VARSIZE_ANY_EXHDR(name) == 0 ||
+		VARSIZE_ANY_EXHDR(name) > QUEUE_MAX_LENGTH)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("queue name must have 1 to %d bytes", QUEUE_MAX_LENGTH)));
+	check_queue(text_to_cstring(name));
 }
 
 /* RFC 9110 token characters, the only ones allowed in a header name. */
@@ -743,12 +758,7 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 				 errmsg("max_attempts must be between 1 and %d", ATTEMPTS_MAX)));
 
 	d = get_column(tuple, desc, cols->queue, &isnull);
-	if (isnull || VARSIZE_ANY_EXHDR(DatumGetPointer(d)) == 0 ||
-		VARSIZE_ANY_EXHDR(DatumGetPointer(d)) > QUEUE_MAX_LENGTH)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("queue name must have 1 to %d bytes", QUEUE_MAX_LENGTH)));
-	check_queue(TextDatumGetCString(d));
+	jobflow_check_queue_name(isnull ? NULL : DatumGetTextPP(d));
 
 	d = get_column(tuple, desc, cols->owner, &isnull);
 	owner = isnull ? GetUserId() : DatumGetObjectId(d);
@@ -1048,6 +1058,7 @@ static int64 *wake_lo = NULL;	/* decided at pre-commit, published at commit */
 static int64 *wake_hi = NULL;
 static int	nwake = 0;
 static bool cron_changed = false;	/* a cron timer was written */
+static bool queues_changed = false; /* jobflow.queues was written */
 static bool callback_registered = false;
 
 static void
@@ -1070,8 +1081,8 @@ announce_at_commit(XactEvent event, void *arg)
 			nwake++;
 		}
 	}
-	if (event == XACT_EVENT_COMMIT && (nwake > 0 || cron_changed))
-		jobflow_publish_wake(wake_lo, wake_hi, nwake, cron_changed);
+	if (event == XACT_EVENT_COMMIT && (nwake > 0 || cron_changed || queues_changed))
+		jobflow_publish_wake(wake_lo, wake_hi, nwake, cron_changed, queues_changed);
 	if (event == XACT_EVENT_PRE_PREPARE || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
 	{
@@ -1082,6 +1093,7 @@ announce_at_commit(XactEvent event, void *arg)
 		wake_lo = wake_hi = NULL;
 		nwake = 0;
 		cron_changed = false;
+		queues_changed = false;
 	}
 }
 
@@ -1113,6 +1125,20 @@ jobflow_cron_wake(PG_FUNCTION_ARGS)
 				 errmsg("jobflow._cron_notify() must be fired by a trigger after each statement")));
 	register_callback();
 	cron_changed = true;
+	return PointerGetDatum(NULL);
+}
+
+/*
+ * AFTER statement trigger of jobflow.queues: at commit, the worker reads
+ * the queues' settings again.
+ */
+PG_FUNCTION_INFO_V1(jobflow_queues_wake);
+Datum
+jobflow_queues_wake(PG_FUNCTION_ARGS)
+{
+	jobflow_require_trigger(fcinfo, "jobflow._queues_notify", false, false, "queues");
+	register_callback();
+	queues_changed = true;
 	return PointerGetDatum(NULL);
 }
 

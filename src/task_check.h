@@ -35,4 +35,7 @@ extern void jobflow_check_request_row(HeapTuple tuple, TupleDesc desc,
 extern void jobflow_require_trigger(FunctionCallInfo fcinfo, const char *funcname,
 									bool before, bool row, const char *relname);
 
+/* Refuse (22023) a queue name that is NULL, empty, too long or unprintable. */
+extern void jobflow_check_queue_name(text *name);
+
 #endif							/* JOBFLOW_TASK_CHECK_H */

@@ -27,6 +27,7 @@
 #include "guard.h"
 #include "launcher.h"
 #include "prune.h"
+#include "queues.h"
 
 #include <sys/resource.h>
 #ifdef __GLIBC__
@@ -449,6 +450,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		jf_dispatch_collect(ws);
 		if (jf_guard_roles_changed())
 			jf_guard_sweep_roles();
+		jf_queues_refresh(ws, false);
 		/* paused: the wheel's deadlines do not wake the loop */
 		paused = dispatch_paused(ws);
 		if (!paused)
@@ -481,7 +483,11 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		if (more_due || (!paused && jf_dispatch_room_freed(ws)))
 			deadline = 0;
 		else if (!paused)
+		{
 			deadline = Min(deadline, jf_wheel_next_deadline(ws->wheel));
+			/* a rate's next token: parked tasks wait for it */
+			deadline = Min(deadline, jf_dispatch_deadline(ws));
+		}
 		timeout = ms_until(deadline);
 		jf_metrics_observe(JF_HIST_TURN, GetCurrentTimestamp() - turn_start);
 		http_timeout = jf_http_timeout_ms(ws->http);
@@ -513,6 +519,7 @@ start_serving(WorkerState *ws)
 	raise_fd_limit();
 	if (ws->http == NULL)
 		jf_dispatch_init(ws);
+	jf_queues_refresh(ws, true);
 	jf_fault("startup");
 	jf_feed_rescue_running(ws, NULL, 0, NULL);
 	jf_feed_housekeeping(ws, jf_now_ms());

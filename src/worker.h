@@ -79,7 +79,8 @@ typedef struct InFlight
 	int32		attempt;
 	int32		max_attempts;
 	Oid			owner;
-	uint32		queue;			/* its (owner, origin) queue in the fair share */
+	uint32		queue;			/* its (owner, queue, origin) lane in the fair
+								 * share */
 	TimestampTz scheduled_at;
 	uint32		generation;		/* jf_guard_generation() when claimed */
 } InFlight;
@@ -116,7 +117,7 @@ extern void jf_feed_process_notifications(WorkerState *ws);
 extern bool jf_feed_take_wakeups(WorkerState *ws);
 extern void jf_feed_housekeeping(WorkerState *ws, int64 now_ms);
 extern void jf_feed_upsert(WorkerState *ws, int64 id, int64 due_ms, uint32 queue);
-extern bool jf_feed_park(WorkerState *ws, int64 id);
+extern bool jf_feed_park(WorkerState *ws, int64 id, int64 due_ms);
 extern bool jf_feed_take(uint64 id, void *arg);
 extern void jf_feed_recheck(WorkerState *ws, Datum ids, int64 now_ms);
 extern uint64 jf_feed_map_memory(WorkerState *ws);
@@ -131,6 +132,7 @@ extern void jf_dispatch_abandon(WorkerState *ws);
 extern void jf_dispatch_recover(WorkerState *ws);
 extern int	jf_dispatch_in_flight_ids(int64 **ids);
 extern void jf_dispatch_rescue_strays(WorkerState *ws);
+extern int64 jf_dispatch_deadline(WorkerState *ws);
 
 /* log_writer.c: buffered, batched writes of outcomes */
 typedef enum TaskOutcome

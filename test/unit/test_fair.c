@@ -3,9 +3,10 @@
  * test_fair.c
  *	  Unit tests of the fair-share picker (src/fair.c): origins, due order
  *	  within a queue, per-origin, per-owner and global limits, round-robin
- *	  among queues, stale entries, and nothing claimed beyond what can be
- *	  sent at once; the busiest origins, kept as counts change and
- *	  swept for.
+ *	  among queues, stale entries, nothing claimed beyond what can be sent
+ *	  at once; named queues: pause, max_concurrent, max_per_second (smooth,
+ *	  with its next deadline), priority, per-host rate, per-owner names;
+ *	  the busiest origins, kept as counts change and swept for.
  *
  *-------------------------------------------------------------------------
  */
@@ -28,6 +29,7 @@ config(int in_flight, int per_host, int per_owner)
 	c.max_in_flight = in_flight;
 	c.max_per_host = per_host;
 	c.max_per_owner = per_owner;
+	c.max_per_second_per_host = 0;
 	return c;
 }
 
@@ -57,22 +59,22 @@ test_cap_and_order(void)
 {
 	JfFairConfig c = config(512, 8, 100);
 	JfFair	   *f = jf_fair_create(&c);
-	uint32_t	q = jf_fair_queue(f, 10, "http://slow:1/");
+	uint32_t	q = jf_fair_queue(f, 10, NULL, "http://slow:1/");
 	int			n;
 	int			k;
 
-	CHECK(q == jf_fair_queue(f, 10, "HTTP://SLOW:1/other"));
+	CHECK(q == jf_fair_queue(f, 10, NULL, "HTTP://SLOW:1/other"));
 	for (k = 0; k < 50; k++)
-		CHECK(jf_fair_push(f, q, 1000 + k));
-	n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
+		CHECK(jf_fair_push(f, q, 1000 + k, 0));
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	CHECKF(n == 8, "picked %d", n);
 	for (k = 0; k < n; k++)
 		CHECK(picks[k].id == (uint64_t) (1000 + k) && picks[k].queue == q);
-	CHECK(jf_fair_pick(f, picks, MAXPICK, NULL, NULL) == 0);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 0);
 	CHECK(jf_fair_parked(f) == 42 && jf_fair_claimed(f) == 8);
 	/* a release (claim did not take it) frees a place but earns no depth */
 	jf_fair_release(f, q);
-	n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	CHECK(n == 1 && picks[0].id == 1008);
 	jf_fair_destroy(f);
 }
@@ -96,16 +98,16 @@ test_slow_hosts_leave_room(void)
 		uint32_t	q;
 
 		snprintf(url, sizeof(url), "http://127.0.0.1:%d/slow", 20000 + h);
-		q = jf_fair_queue(f, 1, url);
+		q = jf_fair_queue(f, 1, NULL, url);
 		for (k = 0; k < 1000; k++)
-			jf_fair_push(f, q, (uint64_t) h * 1000 + k);
+			jf_fair_push(f, q, (uint64_t) h * 1000 + k, 0);
 	}
-	n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	CHECKF(n == 1024, "owner 1 holds %d", n);
 	/* nothing comes back; the victim's task falls due after all that */
-	vq = jf_fair_queue(f, 2, "http://127.0.0.1:8080/fast");
-	jf_fair_push(f, vq, 999999);
-	n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
+	vq = jf_fair_queue(f, 2, NULL, "http://127.0.0.1:8080/fast");
+	jf_fair_push(f, vq, 999999, 0);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	for (k = 0; k < n; k++)
 		victim += picks[k].id == 999999;
 	CHECKF(n == 1 && victim == 1, "n %d victim %d", n, victim);
@@ -118,14 +120,14 @@ test_slow_hosts_leave_room(void)
 		uint32_t	q;
 
 		snprintf(url, sizeof(url), "http://127.0.0.1:%d/slow", 20000 + h);
-		q = jf_fair_queue(f, 1, url);
+		q = jf_fair_queue(f, 1, NULL, url);
 		for (k = 0; k < 1000; k++)
-			jf_fair_push(f, q, (uint64_t) h * 1000 + k);
+			jf_fair_push(f, q, (uint64_t) h * 1000 + k, 0);
 	}
-	CHECK(jf_fair_pick(f, picks, MAXPICK, NULL, NULL) == 640);
-	vq = jf_fair_queue(f, 1, "http://127.0.0.1:8080/fast");
-	jf_fair_push(f, vq, 999999);
-	n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 640);
+	vq = jf_fair_queue(f, 1, NULL, "http://127.0.0.1:8080/fast");
+	jf_fair_push(f, vq, 999999, 0);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	CHECK(n == 1 && picks[0].id == 999999);
 	jf_fair_destroy(f);
 }
@@ -136,17 +138,17 @@ test_round_robin_and_global(void)
 {
 	JfFairConfig c = config(100, 1000, 1000);
 	JfFair	   *f = jf_fair_create(&c);
-	uint32_t	big = jf_fair_queue(f, 1, "http://big/");
-	uint32_t	small = jf_fair_queue(f, 2, "http://small/");
+	uint32_t	big = jf_fair_queue(f, 1, NULL, "http://big/");
+	uint32_t	small = jf_fair_queue(f, 2, NULL, "http://small/");
 	int			k;
 	int			n;
 	int			nsmall = 0;
 
 	for (k = 0; k < 5000; k++)
-		jf_fair_push(f, big, k);
+		jf_fair_push(f, big, k, 0);
 	for (k = 0; k < 10; k++)
-		jf_fair_push(f, small, 100000 + k);
-	n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
+		jf_fair_push(f, small, 100000 + k, 0);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	CHECKF(n == 100, "global cap: picked %d", n);
 	for (k = 0; k < n; k++)
 		nsmall += picks[k].queue == small;
@@ -171,14 +173,14 @@ test_stale(void)
 {
 	JfFairConfig c = config(100, 5, 100);
 	JfFair	   *f = jf_fair_create(&c);
-	uint32_t	q = jf_fair_queue(f, 1, "http://h/");
+	uint32_t	q = jf_fair_queue(f, 1, NULL, "http://h/");
 	int			asked = 0;
 	int			k;
 	int			n;
 
 	for (k = 0; k < 20; k++)
-		jf_fair_push(f, q, k);
-	n = jf_fair_pick(f, picks, MAXPICK, take_even, &asked);
+		jf_fair_push(f, q, k, 0);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, take_even, &asked);
 	CHECK(n == 5 && asked == 9);
 	for (k = 0; k < n; k++)
 		CHECK(picks[k].id == (uint64_t) (2 * k));
@@ -191,16 +193,16 @@ test_claimed_is_sendable(void)
 {
 	JfFairConfig c = config(10000, 10, 10000);
 	JfFair	   *f = jf_fair_create(&c);
-	uint32_t	q = jf_fair_queue(f, 1, "http://fast/");
+	uint32_t	q = jf_fair_queue(f, 1, NULL, "http://fast/");
 	int			k;
 	int			n;
 
 	for (k = 0; k < 5000; k++)
-		jf_fair_push(f, q, k);
-	CHECK(jf_fair_pick(f, picks, MAXPICK, NULL, NULL) == 10);
+		jf_fair_push(f, q, k, 0);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 10);
 	for (k = 0; k < 3; k++)
 		jf_fair_release(f, q);
-	n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	CHECKF(n == 3, "after 3 answers: %d", n);
 	CHECK(picks[0].id == 10 && picks[2].id == 12);
 	CHECK(jf_fair_claimed(f) == 10);
@@ -209,11 +211,11 @@ test_claimed_is_sendable(void)
 	jf_fair_set_config(f, &c);
 	for (k = 0; k < 4; k++)
 		jf_fair_release(f, q);
-	CHECK(jf_fair_pick(f, picks, MAXPICK, NULL, NULL) == 0);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 0);
 	jf_fair_release(f, q);
-	CHECK(jf_fair_pick(f, picks, MAXPICK, NULL, NULL) == 0);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 0);
 	jf_fair_release(f, q);
-	CHECK(jf_fair_pick(f, picks, MAXPICK, NULL, NULL) == 1);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 1);
 	jf_fair_destroy(f);
 }
 
@@ -223,30 +225,468 @@ test_shared_origin(void)
 {
 	JfFairConfig c = config(4096, 64, 1024);
 	JfFair	   *f = jf_fair_create(&c);
-	uint32_t	slow = jf_fair_queue(f, 1, "http://relay:80/slow");
-	uint32_t	fast = jf_fair_queue(f, 2, "http://relay:80/fast");
+	uint32_t	slow = jf_fair_queue(f, 1, NULL, "http://relay:80/slow");
+	uint32_t	fast = jf_fair_queue(f, 2, NULL, "http://relay:80/fast");
 	int			k;
 	int			n;
 	int			got_fast = 0;
 
 	CHECK(slow != fast);
 	for (k = 0; k < 500; k++)
-		jf_fair_push(f, slow, k);
-	CHECKF((n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL)) == 64, "%d", n);
+		jf_fair_push(f, slow, k, 0);
+	CHECKF((n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL)) == 64, "%d", n);
 	/* the origin is full of owner 1's requests; owner 2 still gets one now */
 	for (k = 0; k < 10; k++)
-		jf_fair_push(f, fast, 1000 + k);
-	n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
+		jf_fair_push(f, fast, 1000 + k, 0);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	CHECKF(n == 1 && picks[0].queue == fast, "n %d", n);
 	/* as owner 1's requests finish, places go to owner 2 up to half */
 	for (k = 0; k < 40; k++)
 		jf_fair_release(f, slow);
-	n = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	for (k = 0; k < n; k++)
 		got_fast += picks[k].queue == fast;
 	CHECKF(got_fast == 9, "owner 2 got %d more", got_fast);
 	/* owner 1 up to its share: 64 / 2 - 24 */
 	CHECKF(n - got_fast == 8, "owner 1 took %d", n - got_fast);
+	jf_fair_destroy(f);
+}
+
+static JfFairQueueConfig
+qconfig(bool paused, int max_concurrent, double rate, int priority)
+{
+	JfFairQueueConfig c;
+
+	c.paused = paused;
+	c.max_concurrent = max_concurrent;
+	c.max_per_second = rate;
+	c.priority = priority;
+	return c;
+}
+
+/*
+ * A paused named queue takes nothing and keeps its tasks in due order; the
+ * owner's other queue on the same origin, and another owner's queue of the
+ * same name, go on.
+ */
+static void
+test_pause(void)
+{
+	JfFairConfig c = config(4096, 64, 1024);
+	JfFair	   *f = jf_fair_create(&c);
+	uint32_t	a = jf_fair_queue(f, 1, "a", "http://h/");
+	uint32_t	b = jf_fair_queue(f, 1, "b", "http://h/");
+	uint32_t	other = jf_fair_queue(f, 2, "a", "http://h/");
+	JfFairQueueConfig p = qconfig(true, 0, 0, 0);
+	int			k;
+	int			n;
+
+	CHECK(a != b && a != other && a == jf_fair_queue(f, 1, "a", "http://H:80/x"));
+	CHECK(jf_fair_queue(f, 1, NULL, "http://h/") == jf_fair_queue(f, 1, "default", "http://h/"));
+	CHECK(jf_fair_configure(f, 1, "a", &p));
+	for (k = 0; k < 5; k++)
+	{
+		/* loaded while paused, in reverse due order */
+		jf_fair_push(f, a, 100 + k, 1000 - k * 10);
+		jf_fair_push(f, b, 200 + k, 0);
+		jf_fair_push(f, other, 300 + k, 0);
+	}
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
+	CHECKF(n == 10, "picked %d", n);
+	for (k = 0; k < n; k++)
+		CHECK(picks[k].queue != a);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 0);
+	CHECK(jf_fair_parked(f) == 5);
+	CHECK(jf_fair_next_deadline(f) == INT64_MAX);
+	/* resumed: a configuration read afresh without the pause */
+	jf_fair_reset_queues(f);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
+	CHECKF(n == 5, "after resume %d", n);
+	for (k = 0; k < n; k++)
+		CHECKF(picks[k].queue == a && picks[k].id == (uint64_t) (104 - k),
+			   "pick %d: %llu", k, (unsigned long long) picks[k].id);
+	jf_fair_destroy(f);
+}
+
+/* A paused queue whose ring wrapped is served in due order on resume. */
+static void
+test_due_order(void)
+{
+	JfFairConfig c = config(4096, 64, 1024);
+	JfFair	   *f = jf_fair_create(&c);
+	uint32_t	q = jf_fair_queue(f, 1, NULL, "http://h/");
+	JfFairQueueConfig paused = qconfig(true, 0, 0, 0);
+	int			k;
+	int			n;
+
+	for (k = 0; k < 10; k++)
+		jf_fair_push(f, q, k, 100 + k);
+	CHECK(jf_fair_pick(f, picks, 8, 0, NULL, NULL) == 8);
+	/* paused, tasks loaded late arrive out of due order */
+	CHECK(jf_fair_configure(f, 1, "default", &paused));
+	for (k = 0; k < 12; k++)
+		jf_fair_push(f, q, 100 + k, 500 - k);
+	jf_fair_push(f, q, 999, 5);
+	for (k = 0; k < 8; k++)
+		jf_fair_release(f, q);
+	jf_fair_reset_queues(f);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
+	CHECKF(n == 15, "%d", n);
+	CHECK(picks[0].id == 999 && picks[1].id == 8 && picks[2].id == 9 && picks[3].id == 111);
+	for (k = 3; k < n; k++)
+	{
+		CHECKF(picks[k].id == (uint64_t) (111 - (k - 3)), "pick %d: %llu", k,
+			   (unsigned long long) picks[k].id);
+	}
+	jf_fair_destroy(f);
+}
+
+/* max_concurrent counts the named queue's requests over all its origins. */
+static void
+test_max_concurrent(void)
+{
+	JfFairConfig c = config(4096, 64, 1024);
+	JfFair	   *f = jf_fair_create(&c);
+	uint32_t	x = jf_fair_queue(f, 1, "q", "http://x/");
+	uint32_t	y = jf_fair_queue(f, 1, "q", "http://y/");
+	JfFairQueueConfig qc = qconfig(false, 3, 0, 0);
+	int			k;
+	int			n;
+
+	CHECK(jf_fair_configure(f, 1, "q", &qc));
+	for (k = 0; k < 10; k++)
+	{
+		jf_fair_push(f, x, k, 0);
+		jf_fair_push(f, y, 100 + k, 0);
+	}
+	CHECKF((n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL)) == 3, "%d", n);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 0);
+	jf_fair_release(f, y);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 1);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 0);
+	jf_fair_destroy(f);
+}
+
+/*
+ * A 100/s queue, picked every millisecond for 10 s with a backlog: 100 a
+ * second, one at a time, about 10 ms apart; the next deadline says when.
+ * Idle for a while, it may send one at once, not a burst.
+ */
+static void
+test_rate(void)
+{
+	JfFairConfig c = config(100000, 100000, 100000);
+	JfFair	   *f = jf_fair_create(&c);
+	uint32_t	q = jf_fair_queue(f, 1, "r", "http://h/");
+	uint32_t	free_q = jf_fair_queue(f, 1, "free", "http://h/");
+	JfFairQueueConfig qc = qconfig(false, 0, 100, 0);
+	int64_t		t;
+	int			per_second[10] = {0};
+	int64_t		last = -1;
+	int64_t		min_gap = INT64_MAX;
+	int			k;
+	int			n;
+
+	CHECK(jf_fair_configure(f, 1, "r", &qc));
+	for (k = 0; k < 5000; k++)
+		jf_fair_push(f, q, k, 0);
+	for (t = 0; t < 10000000; t += 1000)
+	{
+		n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL);
+		CHECKF(n <= 1, "%d at once at %lld us", n, (long long) t);
+		if (n == 1)
+		{
+			per_second[t / 1000000]++;
+			if (last >= 0 && t - last < min_gap)
+				min_gap = t - last;
+			last = t;
+			jf_fair_release(f, q);
+		}
+		else
+			CHECKF(jf_fair_next_deadline(f) > t && jf_fair_next_deadline(f) <= t + 10000,
+				   "deadline %lld at %lld", (long long) jf_fair_next_deadline(f), (long long) t);
+	}
+	for (k = 0; k < 10; k++)
+		CHECKF(per_second[k] >= 99 && per_second[k] <= 101, "second %d: %d", k, per_second[k]);
+	CHECKF(min_gap >= 9000, "min gap %lld us", (long long) min_gap);
+	/* an unlimited queue of the same owner and origin is not held back */
+	for (k = 0; k < 50; k++)
+		jf_fair_push(f, free_q, 10000 + k, 0);
+	n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL);
+	CHECKF(n == 50 || n == 51, "%d", n);
+	for (k = 0; k < n; k++)
+		jf_fair_release(f, picks[k].queue);
+	/*
+	 * A turn 30 ms late while tasks wait sends the 3 the rate allowed
+	 * meanwhile; one 150 ms late, at most 100 ms' worth plus the one due.
+	 */
+	CHECK(jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL) == 0);
+	t = jf_fair_next_deadline(f);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL) == 1);
+	jf_fair_release(f, q);
+	t += 30000;
+	CHECKF((n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL)) == 3, "30 ms late: %d", n);
+	for (k = 0; k < n; k++)
+		jf_fair_release(f, q);
+	t += 150000;
+	CHECKF((n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL)) == 11, "150 ms late: %d", n);
+	for (k = 0; k < n; k++)
+		jf_fair_release(f, q);
+	/*
+	 * Turns that wake up to 4 ms after the deadline lose nothing of the
+	 * rate: still 100 a second over 3 s, plus the 4 that the turn 150 ms
+	 * late was owed (15 allowed, 11 sent), paid back now.
+	 */
+	{
+		int64_t		end = t + 10000 + 3000000;
+
+		t += 10000;
+		n = 0;
+		for (k = 0; t < end; k++)
+		{
+			int			got = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL);
+
+			n += got;
+			while (got-- > 0)
+				jf_fair_release(f, q);
+			CHECK(jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL) == 0);
+			t = jf_fair_next_deadline(f) + (k % 5) * 1000;
+		}
+	}
+	CHECKF(n >= 301 && n <= 307, "3 s of late turns: %d", n);
+	/* turns every 30 ms with tasks waiting: still 100 a second */
+	n = 0;
+	for (k = 0; k < 100; k++)
+	{
+		int			got;
+
+		t += 30000;
+		got = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL);
+		n += got;
+		while (got-- > 0)
+			jf_fair_release(f, q);
+	}
+	CHECKF(n >= 297 && n <= 303, "3 s of turns every 30 ms: %d", n);
+	jf_fair_destroy(f);
+
+	/* a queue emptied, then idle for 5 s: one at once, then the rate */
+	f = jf_fair_create(&c);
+	CHECK(jf_fair_configure(f, 1, "r", &qc));
+	q = jf_fair_queue(f, 1, "r", "http://h/");
+	jf_fair_push(f, q, 1, 0);
+	t = 0;
+	CHECK(jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL) == 1);
+	jf_fair_release(f, q);
+	t += 5000000;
+	for (k = 0; k < 10; k++)
+		jf_fair_push(f, q, 10 + k, 0);
+	CHECKF((n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL)) == 1, "after idle %d", n);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, t + 4000, NULL, NULL) == 0);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, t + 10000, NULL, NULL) == 1);
+	jf_fair_destroy(f);
+}
+
+/*
+ * A 100/s queue with a backlog, picked at irregular times: mostly at its
+ * next deadline give or take 3 ms, every 37th turn 100 to 300 ms late (a
+ * starved worker), none late in the last 2 s.  Over 10 s it sends exactly
+ * what the rate allows (1,000, +-1): no token is lost to a late turn or to
+ * rounding, and no turn sends more than 100 ms' worth (11).
+ */
+static void
+test_rate_irregular(void)
+{
+	JfFairConfig c = config(100000, 100000, 100000);
+	JfFair	   *f = jf_fair_create(&c);
+	uint32_t	q = jf_fair_queue(f, 1, "r", "http://h/");
+	JfFairQueueConfig qc = qconfig(false, 0, 100, 0);
+	uint32_t	seed = 12345;
+	int64_t		t = 0;
+	int			turns = 0;
+	int			late = 0;
+	int			most = 0;
+	int			n = 0;
+	int			k;
+
+	CHECK(jf_fair_configure(f, 1, "r", &qc));
+	for (k = 0; k < 5000; k++)
+		jf_fair_push(f, q, k, 0);
+	while (t < 10000000)
+	{
+		int			got = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL);
+		int64_t		next = jf_fair_next_deadline(f);
+
+		n += got;
+		if (got > most)
+			most = got;
+		while (got-- > 0)
+			jf_fair_release(f, q);
+		seed = seed * 1103515245 + 12345;
+		if (++turns % 37 == 0 && t < 8000000)
+		{
+			t += 100000 + (seed >> 8) % 200001;
+			late++;
+		}
+		else if (next != INT64_MAX)
+			t = (next > t ? next : t) + (int64_t) ((seed >> 8) % 3001) - 1000;
+		else
+			t += 1000 + (seed >> 8) % 5000;
+	}
+	CHECKF(late >= 10, "%d late turns", late);
+	CHECKF(n >= 999 && n <= 1001, "10 s at 100/s with %d late turns: %d sent", late, n);
+	CHECKF(most <= 11, "%d at once", most);
+	jf_fair_destroy(f);
+}
+
+/*
+ * A 100/s queue held to 20 a second for 2 s by max_concurrent 1 (each
+ * request answered 50 ms after it left) saves nothing up: its rate was not
+ * what held it.  Answered at once from then on, it sends 100 in the next
+ * second, not that plus the rate it did not use.
+ */
+static void
+test_rate_held_by_other_limit(void)
+{
+	JfFairConfig c = config(100000, 100000, 100000);
+	JfFair	   *f = jf_fair_create(&c);
+	uint32_t	q = jf_fair_queue(f, 1, "r", "http://h/");
+	JfFairQueueConfig qc = qconfig(false, 1, 100, 0);
+	int64_t		t;
+	int64_t		answer_at = -1;
+	int			slow = 0;
+	int			n = 0;
+	int			k;
+
+	CHECK(jf_fair_configure(f, 1, "r", &qc));
+	for (k = 0; k < 1000; k++)
+		jf_fair_push(f, q, k, 0);
+	for (t = 0; t < 2000000; t += 1000)
+	{
+		if (answer_at >= 0 && t >= answer_at)
+		{
+			jf_fair_release(f, q);
+			answer_at = -1;
+		}
+		if (answer_at < 0 && jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL) == 1)
+		{
+			answer_at = t + 50000;
+			slow++;
+		}
+	}
+	CHECKF(slow >= 38 && slow <= 41, "%d in 2 s at 50 ms each", slow);
+	for (; t < 3000000; t += 1000)
+	{
+		int			got = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL);
+
+		if (answer_at >= 0)
+		{
+			jf_fair_release(f, q);
+			answer_at = -1;
+		}
+		n += got;
+		while (got-- > 0)
+			jf_fair_release(f, q);
+	}
+	CHECKF(n >= 99 && n <= 101, "the second after: %d", n);
+	jf_fair_destroy(f);
+}
+
+/* The per-host rate holds every owner's lanes on an origin together. */
+static void
+test_host_rate(void)
+{
+	JfFairConfig c = config(100000, 100000, 100000);
+	JfFair	   *f;
+	uint32_t	a;
+	uint32_t	b;
+	uint32_t	elsewhere;
+	int64_t		t;
+	int			on_h = 0;
+	int			other = 0;
+	int			k;
+
+	c.max_per_second_per_host = 50;
+	f = jf_fair_create(&c);
+	a = jf_fair_queue(f, 1, NULL, "http://h/");
+	b = jf_fair_queue(f, 2, NULL, "http://h/");
+	elsewhere = jf_fair_queue(f, 1, NULL, "http://g/");
+	for (k = 0; k < 1000; k++)
+	{
+		jf_fair_push(f, a, k, 0);
+		jf_fair_push(f, b, 10000 + k, 0);
+		jf_fair_push(f, elsewhere, 20000 + k, 0);
+	}
+	for (t = 0; t < 2000000; t += 1000)
+	{
+		int			n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL);
+
+		for (k = 0; k < n; k++)
+		{
+			if (picks[k].queue == elsewhere)
+				other++;
+			else
+				on_h++;
+			jf_fair_release(f, picks[k].queue);
+		}
+	}
+	/* 50/s on each origin, h's shared by its two owners */
+	CHECKF(on_h >= 99 && on_h <= 101, "origin h: %d in 2 s", on_h);
+	CHECKF(other >= 99 && other <= 101, "origin g: %d in 2 s", other);
+	jf_fair_destroy(f);
+}
+
+/*
+ * With capacity short, the higher priority goes first, round-robin within
+ * one priority; what is left goes to the lower one.
+ */
+static void
+test_priority(void)
+{
+	JfFairConfig c = config(10, 1000, 1000);
+	JfFair	   *f = jf_fair_create(&c);
+	uint32_t	low = jf_fair_queue(f, 1, "low", "http://h/");
+	uint32_t	hi1 = jf_fair_queue(f, 1, "hi1", "http://h/");
+	uint32_t	hi2 = jf_fair_queue(f, 2, "hi2", "http://g/");
+	JfFairQueueConfig hi = qconfig(false, 0, 0, 5);
+	int			got[3] = {0};
+	int			k;
+	int			n;
+
+	CHECK(jf_fair_configure(f, 1, "hi1", &hi));
+	CHECK(jf_fair_configure(f, 2, "hi2", &hi));
+	for (k = 0; k < 100; k++)
+	{
+		jf_fair_push(f, low, k, 0);
+		jf_fair_push(f, hi1, 1000 + k, 0);
+		jf_fair_push(f, hi2, 2000 + k, 0);
+	}
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
+	CHECKF(n == 10, "%d", n);
+	for (k = 0; k < n; k++)
+		got[picks[k].queue == low ? 0 : picks[k].queue == hi1 ? 1 : 2]++;
+	CHECKF(got[0] == 0 && (got[1] == 10 || got[2] == 10),
+		   "low %d hi1 %d hi2 %d", got[0], got[1], got[2]);
+	/* round robin within the priority: the next pick is the other's turn */
+	for (k = 0; k < n; k++)
+		jf_fair_release(f, picks[k].queue);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 10);
+	for (k = 0; k < 10; k++)
+		got[picks[k].queue == low ? 0 : picks[k].queue == hi1 ? 1 : 2]++;
+	CHECKF(got[0] == 0 && got[1] == 10 && got[2] == 10,
+		   "low %d hi1 %d hi2 %d", got[0], got[1], got[2]);
+	/* the high ones paused by their own cap: the low one gets the places */
+	hi.max_concurrent = 1;
+	jf_fair_reset_queues(f);
+	CHECK(jf_fair_configure(f, 1, "hi1", &hi));
+	CHECK(jf_fair_configure(f, 2, "hi2", &hi));
+	for (k = 0; k < n; k++)
+		jf_fair_release(f, picks[k].queue);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
+	memset(got, 0, sizeof(got));
+	for (k = 0; k < n; k++)
+		got[picks[k].queue == low ? 0 : picks[k].queue == hi1 ? 1 : 2]++;
+	CHECKF(n == 10 && got[1] == 1 && got[2] == 1 && got[0] == 8,
+		   "n %d low %d hi1 %d hi2 %d", n, got[0], got[1], got[2]);
 	jf_fair_destroy(f);
 }
 
@@ -257,7 +697,7 @@ queue_n(JfFair *f, int n)
 	char		url[64];
 
 	snprintf(url, sizeof(url), "http://h%d:80/path?q=%d", n, n);
-	return jf_fair_queue(f, 1, url);
+	return jf_fair_queue(f, 1, NULL, url);
 }
 
 /*
@@ -281,7 +721,7 @@ test_busiest(void)
 	{
 		q[k] = queue_n(f, k);
 		for (n = 0; n <= k; n++)
-			jf_fair_push(f, q[k], (uint64_t) (k * 100 + n));
+			jf_fair_push(f, q[k], (uint64_t) (k * 100 + n), 0);
 	}
 	n = jf_fair_busiest(f, top, 0);
 	CHECKF(n == JF_FAIR_TOP, "%d", n);
@@ -295,7 +735,7 @@ test_busiest(void)
 			   top[k].claimed, top[k].parked);
 	}
 	/* picking moves tasks from parked to claimed (5 per origin at most) */
-	jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
+	jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 	n = jf_fair_busiest(f, top, 0);
 	CHECKF(strcmp(top[0].origin, "http://h11:80") == 0 && top[0].claimed == 5 &&
 		   top[0].parked == 7, "%s %d %d", top[0].origin, top[0].claimed, top[0].parked);
@@ -313,7 +753,7 @@ test_busiest(void)
 			for (n = 0; n < 5 && n < left; n++)
 				jf_fair_release(f, q[k]);
 			left -= n;
-			got = jf_fair_pick(f, picks, MAXPICK, NULL, NULL);
+			got = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
 			(void) got;
 		}
 	}
@@ -323,7 +763,7 @@ test_busiest(void)
 	CHECKF(n == 2 && strcmp(top[0].origin, "http://h1:80") == 0 && top[0].claimed == 2 &&
 		   strcmp(top[1].origin, "http://h0:80") == 0 && top[1].claimed == 1, "%d", n);
 	/* dropping parked tasks empties the counts of origins with nothing claimed */
-	jf_fair_push(f, q[3], 1);
+	jf_fair_push(f, q[3], 1, 0);
 	jf_fair_drop_parked(f);
 	n = jf_fair_busiest(f, top, 0);
 	CHECKF(n == 2 && top[0].parked == 0 && top[1].parked == 0, "%d", n);
@@ -363,10 +803,10 @@ test_busiest_random(void)
 		{
 			int			h = rand() % (rand() % 2 ? 20 : HOSTS);
 
-			jf_fair_push(f, q[h], id++);
+			jf_fair_push(f, q[h], id++, 0);
 			parked[h]++;
 		}
-		n = jf_fair_pick(f, picks, rand() % 300, NULL, NULL);
+		n = jf_fair_pick(f, picks, rand() % 300, 0, NULL, NULL);
 		for (k = 0; k < n; k++)
 		{
 			uint32_t	h;
@@ -431,6 +871,14 @@ main(void)
 	test_stale();
 	test_claimed_is_sendable();
 	test_shared_origin();
+	test_pause();
+	test_due_order();
+	test_max_concurrent();
+	test_rate();
+	test_rate_irregular();
+	test_rate_held_by_other_limit();
+	test_host_rate();
+	test_priority();
 	test_busiest();
 	test_busiest_random();
 	return unit_done("test_fair");

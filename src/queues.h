@@ -1,0 +1,19 @@
+/*-------------------------------------------------------------------------
+ *
+ * queues.h
+ *	  Queues as objects: the worker's copy of jobflow.queues (queues.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef JOBFLOW_QUEUES_H
+#define JOBFLOW_QUEUES_H
+
+#include "worker.h"
+
+/* Read jobflow.queues into the fair share if it changed (or force). */
+extern void jf_queues_refresh(WorkerState *ws, bool force);
+
+/* Whether a queue has a retention of its own; *positive: one that prunes. */
+extern bool jf_queues_retention_overrides(bool *positive);
+
+#endif							/* JOBFLOW_QUEUES_H */

@@ -1,0 +1,262 @@
+# -------------------------------------------------------------------------
+#
+# test_queues.py
+#     Queues as objects (issue 10, item 3), through the real worker and
+#     real HTTP receivers on 127.0.0.1: a paused queue fires nothing and
+#     holds up no other queue; resumed, its overdue tasks fire in due
+#     order; max_concurrent is never exceeded; a 100/s queue receives
+#     100 +- 5 a second; priority wins when capacity is short; the
+#     per-host rate setting limits a host; per-queue retention; another
+#     tenant can neither change nor see a queue.
+#
+# The SQL API's checks and permission errors are in test/pgtap/queues.sql.
+#
+# -------------------------------------------------------------------------
+
+import time
+import uuid
+
+import psycopg2
+import pytest
+
+from conftest import query, schedule, wait_final
+
+
+def call(conn, sql, args=None):
+    with conn.cursor() as cur:
+        cur.execute(sql, args)
+        return cur.fetchone()[0] if cur.description else None
+
+
+@pytest.fixture
+def tenant(connect, new_role):
+    """An application role and an autocommit connection as it."""
+    role = new_role()
+    conn = connect(user=role)
+    return role, conn
+
+
+def states(conn, ids):
+    rows = query(conn, "SELECT id, state::text FROM jobflow.tasks WHERE id = ANY(%s)", (ids,))
+    return {r["id"]: r["state"] for r in rows}
+
+
+def per_second(times, start, seconds):
+    """Counts of arrivals in each whole second from start on."""
+    return [sum(1 for t in times if start + k <= t < start + k + 1) for k in range(seconds)]
+
+
+def test_pause_holds_tasks_and_resume_fires_them_in_due_order(tenant, receiver):
+    """Paused, a queue's due tasks stay pending past their run_at while
+    another queue of the same owner and host fires at once; resumed, the
+    overdue ones fire in due order (one at a time here, so that order is
+    visible at the receiver), promptly."""
+    role, conn = tenant
+    assert call(conn, "SELECT jobflow.pause_queue('held')") is True
+    call(conn, "SELECT jobflow.set_queue('held', max_concurrent => 1)")
+    url, tag = receiver.unique_url("/ok")
+    # scheduled in reverse due order: ids and due order disagree
+    held = [schedule(conn, url + "&n=%d" % k, queue="held",
+                     run_at_sql="now() - interval '%d ms'" % (100 * k))
+            for k in range(1, 6)]
+    other_url, other_tag = receiver.unique_url("/ok")
+    start = time.time()
+    other = [schedule(conn, other_url, queue="other") for _ in range(3)]
+    got = receiver.wait_for(lambda r: ("t=" + other_tag) in r["query"], n=3, timeout=5)
+    assert max(r["time"] for r in got) - start < 1.5, "the paused queue held up another queue"
+    assert set(wait_final(conn, other, timeout=5).values()) == {"succeeded"}
+
+    time.sleep(2)
+    assert receiver.tagged(tag) == [], "a paused queue fired"
+    assert set(states(conn, held).values()) == {"pending"}
+
+    resumed = time.time()
+    assert call(conn, "SELECT jobflow.resume_queue('held')") is True
+    got = receiver.wait_for(lambda r: ("t=" + tag) in r["query"], n=5, timeout=10)
+    assert min(r["time"] for r in got) - resumed < 1.5, "resume took effect late"
+    order = [int(r["query"].split("n=")[1].split("&")[0]) for r in sorted(got, key=lambda r: r["time"])]
+    assert order == [5, 4, 3, 2, 1], "not in due order: %s" % order
+    assert set(wait_final(conn, held, timeout=5).values()) == {"succeeded"}
+
+
+def test_other_tenant_cannot_pause_limit_or_see(connect, new_role, receiver):
+    """A queue belongs to its owner: another tenant's calls naming it fail
+    with 42501 and it sees no row of it; the same name in its own
+    namespace is another queue; pausing it leaves the first owner's tasks
+    firing."""
+    alice, bob = new_role(), new_role()
+    a, b = connect(user=alice), connect(user=bob)
+    call(a, "SELECT jobflow.set_queue('shared', max_per_second => 50)")
+    for sql in ("SELECT jobflow.pause_queue('shared', %s)",
+                "SELECT jobflow.resume_queue('shared', %s)",
+                "SELECT jobflow.drop_queue('shared', %s)",
+                "SELECT jobflow.set_queue('shared', max_concurrent => 1, owner => %s)"):
+        with pytest.raises(psycopg2.Error) as e:
+            call(b, sql, (alice,))
+        assert e.value.pgcode == "42501", sql
+        assert "permission denied to configure the queues of role" in str(e.value)
+    assert query(b, "SELECT * FROM jobflow.queues WHERE owner = %s::regrole", (alice,)) == []
+    assert call(b, "SELECT jobflow.pause_queue('shared')") is True
+    url, tag = receiver.unique_url("/ok")
+    ids = [schedule(a, url, queue="shared") for _ in range(3)]
+    receiver.wait_for(lambda r: ("t=" + tag) in r["query"], n=3, timeout=5)
+    assert set(wait_final(a, ids, timeout=5).values()) == {"succeeded"}
+    row = query(a, "SELECT paused, max_per_second FROM jobflow.queues WHERE name = 'shared'")
+    assert row == [{"paused": False, "max_per_second": 50.0}]
+
+
+def test_max_concurrent_is_never_exceeded(tenant, second_receiver):
+    """A queue limited to 3 requests in flight, with 15 slow ones due at
+    once: the receiver never serves more than 3 of them at a time, and
+    does serve 3 at a time."""
+    role, conn = tenant
+    call(conn, "SELECT jobflow.set_queue('slow', max_concurrent => 3)")
+    url, tag = second_receiver.unique_url("/delay/300")
+    ids = [schedule(conn, url, queue="slow") for _ in range(15)]
+    assert set(wait_final(conn, ids, timeout=30).values()) == {"succeeded"}
+    inflight = [r["inflight"] for r in second_receiver.tagged(tag)]
+    assert len(inflight) == 15
+    assert max(inflight) == 3, "in flight at arrival: %s" % inflight
+
+
+def test_rate_of_100_per_second(tenant, second_receiver):
+    """600 tasks due at once in a 100/s queue: after the first second the
+    receiver gets 100 +- 5 in each second, never a burst."""
+    role, conn = tenant
+    call(conn, "SELECT jobflow.set_queue('steady', max_per_second => 100)")
+    url, tag = second_receiver.unique_url("/ok")
+    with conn.cursor() as cur:
+        cur.execute("SELECT array_agg(jobflow.schedule(%s, queue => 'steady'))"
+                    "  FROM generate_series(1, 600)", (url,))
+        ids = cur.fetchone()[0]
+    assert set(wait_final(conn, ids, timeout=30).values()) == {"succeeded"}
+    times = sorted(r["time"] for r in second_receiver.tagged(tag))
+    assert len(times) == 600
+    counts = per_second(times, times[0] + 1, 4)
+    # the worker's own view, to tell a starved worker from a starved receiver
+    sent = sorted(r["t"] for r in query(
+        conn, "SELECT extract(epoch FROM started_at)::float8 AS t FROM jobflow.task_log"
+        " WHERE task_id = ANY(%s)", (ids,)))
+    assert all(95 <= c <= 105 for c in counts), \
+        "per second at the receiver: %s, sent by the worker: %s, all in %.2f s" % (
+            counts, per_second(sent, sent[0] + 1, 4), times[-1] - times[0])
+    # smooth: no 50 ms window holds more than 20 (5 expected; after a stall
+    # of the worker, what the rate allowed meanwhile goes at once, at most
+    # 1 + 100 ms' worth = 11; a burst at each second boundary would put 100
+    # in one)
+    worst = max(sum(1 for u in times if t <= u < t + 0.05) for t in times)
+    assert worst <= 20, "%d arrivals within 50 ms (the worker sent at most %d within 50 ms)" % (
+        worst, max(sum(1 for u in sent if t <= u < t + 0.05) for t in sent))
+
+
+def test_priority_wins_when_capacity_is_short(tenant, second_receiver, server, db):
+    """With one owner held to 2 requests at once, the due tasks of its
+    priority-10 queue all go before any of its priority-0 queue's."""
+    role, conn = tenant
+    server.set_guc(db, "jobflow.max_requests_per_owner", 2)
+    try:
+        time.sleep(0.5)
+        call(conn, "SELECT jobflow.pause_queue('low')")
+        call(conn, "SELECT jobflow.pause_queue('high')")
+        call(conn, "SELECT jobflow.set_queue('high', priority => 10)")
+        low_url, low_tag = second_receiver.unique_url("/delay/100")
+        high_url, high_tag = second_receiver.unique_url("/delay/100")
+        ids = []
+        for _ in range(8):
+            ids.append(schedule(conn, low_url, queue="low"))
+            ids.append(schedule(conn, high_url, queue="high"))
+        time.sleep(0.5)
+        # both resumed by one commit: they compete from the same turn on
+        with conn.cursor() as cur:
+            cur.execute("SELECT jobflow.resume_queue('low'), jobflow.resume_queue('high')")
+        assert set(wait_final(conn, ids, timeout=30).values()) == {"succeeded"}
+    finally:
+        server.set_guc(db, "jobflow.max_requests_per_owner", None)
+    got = sorted(second_receiver.requests(
+        lambda r: ("t=" + low_tag) in r["query"] or ("t=" + high_tag) in r["query"]),
+        key=lambda r: r["time"])
+    kinds = ["high" if ("t=" + high_tag) in r["query"] else "low" for r in got]
+    assert kinds == ["high"] * 8 + ["low"] * 8, kinds
+
+
+def test_per_host_rate_setting(tenant, second_receiver, server, db):
+    """jobflow.max_requests_per_second_per_host = 20: 60 tasks due at once
+    for one host arrive at about 20 a second; values between 0 and 0.001
+    are refused."""
+    role, conn = tenant
+    with pytest.raises(psycopg2.Error) as e:
+        call(db, "ALTER SYSTEM SET jobflow.max_requests_per_second_per_host = 0.0001")
+    assert e.value.pgcode == "22023"
+    server.set_guc(db, "jobflow.max_requests_per_second_per_host", 20)
+    try:
+        time.sleep(0.5)
+        url, tag = second_receiver.unique_url("/ok")
+        ids = [schedule(conn, url) for _ in range(60)]
+        assert set(wait_final(conn, ids, timeout=30).values()) == {"succeeded"}
+    finally:
+        server.set_guc(db, "jobflow.max_requests_per_second_per_host", None)
+    times = sorted(r["time"] for r in second_receiver.tagged(tag))
+    assert len(times) == 60
+    span = times[-1] - times[0]
+    assert 2.6 <= span <= 3.5, "60 requests at 20/s took %.2f s" % span
+    counts = per_second(times, times[0], 2)
+    assert all(17 <= c <= 23 for c in counts), "per second: %s" % counts
+
+
+def test_per_queue_retention(tenant, receiver, server, db):
+    """jobflow.retention 2 s: a queue with its own 0 keeps its finished
+    tasks, one with 1 s loses them with the default queue's; with
+    jobflow.retention 0, a queue's own retention still prunes."""
+    role, conn = tenant
+    call(conn, "SELECT jobflow.set_queue('keep', retention => interval '0')")
+    call(conn, "SELECT jobflow.set_queue('brief', retention => interval '1 second')")
+    url, _ = receiver.unique_url("/ok")
+    keep = [schedule(conn, url, queue="keep") for _ in range(3)]
+    brief = [schedule(conn, url, queue="brief") for _ in range(3)]
+    plain = [schedule(conn, url) for _ in range(3)]
+    wait_final(conn, keep + brief + plain, timeout=10)
+    server.set_guc(db, "jobflow.reconcile_interval", "500ms")
+    server.set_guc(db, "jobflow.retention", "2s")
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            left = set(states(db, keep + brief + plain))
+            if not left & set(brief + plain):
+                break
+            time.sleep(0.2)
+        assert not left & set(brief + plain), "not pruned: %s" % sorted(left & set(brief + plain))
+        assert set(keep) <= left, "a queue with retention 0 lost tasks"
+        # the default keeps everything; the queue's own retention still prunes
+        server.set_guc(db, "jobflow.retention", 0)
+        time.sleep(0.5)
+        brief = [schedule(conn, url, queue="brief") for _ in range(2)]
+        plain = [schedule(conn, url) for _ in range(2)]
+        wait_final(conn, brief + plain, timeout=10)
+        deadline = time.time() + 20
+        while time.time() < deadline and set(states(db, brief)):
+            time.sleep(0.2)
+        assert states(db, brief) == {}, "a queue's own retention did not prune"
+        assert set(states(db, plain)) == set(plain)
+        assert query(db, "SELECT count(*) AS n FROM jobflow.task_log WHERE task_id = ANY(%s)",
+                     (brief,)) == [{"n": 0}]
+    finally:
+        server.set_guc(db, "jobflow.retention", None)
+        server.set_guc(db, "jobflow.reconcile_interval", None)
+
+
+def test_dropped_role_loses_its_queues(db):
+    """DROP ROLE: the worker forgets the role's queues (no row names a
+    role that no longer exists)."""
+    role = "app_q_" + uuid.uuid4().hex[:10]
+    with db.cursor() as cur:
+        cur.execute("CREATE ROLE %s" % role)
+        cur.execute("SELECT jobflow.pause_queue('q', %s::regrole)", (role,))
+        cur.execute("SELECT %s::regrole::oid", (role,))
+        oid = cur.fetchone()[0]
+        cur.execute("DROP ROLE %s" % role)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        if call(db, "SELECT count(*) FROM jobflow.queues WHERE owner::oid = %s", (oid,)) == 0:
+            break
+        time.sleep(0.1)
+    assert call(db, "SELECT count(*) FROM jobflow.queues WHERE owner::oid = %s", (oid,)) == 0
