@@ -239,9 +239,11 @@ def test_role_dropped_elsewhere_never_fires(db, connect, receiver, role):
     r = role()
     url, tag = receiver.unique_url("/ok")
     cron_url, cron_tag = receiver.unique_url("/ok")
-    task = as_role(db, r, "SELECT jobflow.schedule(%s, now() + interval '3 seconds')", (url,))
     timer = as_role(db, r, "SELECT jobflow.schedule_cron('t', '*/1 * * * * *', %s)", (cron_url,))
     receiver.wait_for(lambda q: ("t=" + cron_tag) in q["query"], n=1, timeout=10)
+    # scheduled once the timer has fired, so that it is 3 s ahead at the
+    # DROP however long the timer took to fire
+    task = as_role(db, r, "SELECT jobflow.schedule(%s, now() + interval '3 seconds')", (url,))
     other = psycopg2.connect(dbname="postgres")
     other.autocommit = True
     try:
