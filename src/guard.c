@@ -35,6 +35,7 @@
 
 #include "launcher.h"
 #include "worker.h"
+#include "xact.h"
 
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -411,7 +412,7 @@ jf_guard_sweep_roles(void)
 	if (ret != SPI_OK_UPDATE)
 		elog(ERROR, "pausing timers of dropped roles failed: %s", SPI_result_code_string(ret));
 	timers = SPI_processed;
-	jf_worker_count_statement(2);
+	jf_xact_count_statements(2);
 	jf_xact_commit();
 	if (tasks + timers > 0)
 		ereport(LOG,
