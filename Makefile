@@ -16,6 +16,7 @@ OBJS = \
 	src/jobflow.o \
 	src/task_check.o \
 	src/worker.o \
+	src/xact.o \
 	src/launcher.o \
 	src/launcher_hook.o \
 	src/compat.o \

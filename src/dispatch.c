@@ -32,6 +32,7 @@
 #include "fault.h"
 #include "guard.h"
 #include "signing.h"
+#include "xact.h"
 
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
@@ -462,7 +463,7 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	if (ret != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "claim statement failed: %s", SPI_result_code_string(ret));
 	jf_metrics_observe(JF_HIST_CLAIM, GetCurrentTimestamp() - claim_start);
-	jf_worker_count_statement(1);
+	jf_xact_count_statements(1);
 	jf_fault("claim");
 	nclaimed = (int) SPI_processed;
 	reqs = MemoryContextAlloc(claim_cxt, sizeof(JfHttpRequest) * Max(nclaimed, 1));
@@ -605,7 +606,7 @@ jf_dispatch_rescue_strays(WorkerState *ws)
 	jf_xact_begin("jobflow: look for running tasks without a request");
 	if (SPI_execute("SELECT id FROM jobflow.tasks WHERE state = 'running'", true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read running tasks");
-	jf_worker_count_statement(1);
+	jf_xact_count_statements(1);
 	/* in the caller's context: it outlives this transaction */
 	strays = MemoryContextAlloc(caller, sizeof(int64) * (SPI_processed + 1));
 	for (i = 0; i < SPI_processed; i++)

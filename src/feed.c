@@ -37,6 +37,7 @@
 #include "fault.h"
 #include "guard.h"
 #include "hash.h"
+#include "xact.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -313,7 +314,7 @@ jf_feed_recheck(WorkerState *ws, Datum ids, int64 now_ms)
 								1, types, values, NULL, true, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "recheck of unclaimed tasks failed: %s", SPI_result_code_string(ret));
-	jf_worker_count_statement(1);
+	jf_xact_count_statements(1);
 	for (i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
@@ -453,7 +454,7 @@ jf_feed_rescue_running(WorkerState *ws, int64 *ids, int n, const char *why)
 		ws->strays_suspected = true;
 		ws->strays_retry_ms = jf_now_ms() + STRAYS_RETRY_MS;
 	}
-	jf_worker_count_statement(1);
+	jf_xact_count_statements(1);
 	jf_xact_commit();
 }
 
@@ -487,7 +488,7 @@ materialize_cron(WorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
 								2, types, values, NULL, false, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "materialising cron timers failed: %s", SPI_result_code_string(ret));
-	jf_worker_count_statement(1);
+	jf_xact_count_statements(1);
 	ids = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	if (isnull)
 		return;
@@ -506,7 +507,7 @@ materialize_cron(WorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
 	for (i = 0; i < SPI_processed; i++)
 		load_tuple(ws, SPI_tuptable->vals[i], SPI_tuptable->tupdesc, now_ms);
 	SPI_freetuptable(SPI_tuptable);
-	jf_worker_count_statement(1);
+	jf_xact_count_statements(1);
 }
 
 static int

@@ -35,6 +35,7 @@
 
 #include "launcher.h"
 #include "worker.h"
+#include "xact.h"
 
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -412,7 +413,7 @@ jf_guard_sweep_roles(void)
 	if (ret != SPI_OK_UPDATE)
 		elog(ERROR, "pausing timers of dropped roles failed: %s", SPI_result_code_string(ret));
 	timers = SPI_processed;
-	jf_worker_count_statement(2);
+	jf_xact_count_statements(2);
 	/* their queues' settings go too (the table is new in 0.2.0) */
 	if (OidIsValid(get_relname_relid("queues", get_namespace_oid("jobflow", false))))
 	{
@@ -423,7 +424,7 @@ jf_guard_sweep_roles(void)
 			false, 0);
 		if (ret != SPI_OK_DELETE)
 			elog(ERROR, "deleting queues of dropped roles failed: %s", SPI_result_code_string(ret));
-		jf_worker_count_statement(1);
+		jf_xact_count_statements(1);
 	}
 	jf_xact_commit();
 	if (tasks + timers > 0)

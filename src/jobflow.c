@@ -40,6 +40,9 @@ PG_MODULE_MAGIC;
 #endif
 
 char	   *jobflow_database_name = NULL;
+/* true in jobflow's background workers (see worker.c) */
+bool		jobflow_am_worker = false;
+
 int			jobflow_max_databases = 8;
 int			jobflow_horizon_s = 3600;
 int			jobflow_max_body_size = 1024 * 1024;

@@ -30,6 +30,7 @@
  */
 #include "worker.h"
 #include "fault.h"
+#include "xact.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -326,7 +327,7 @@ write_rows(int from, int n, HeldIds *held)
 	ret = SPI_execute_plan(write_plan, v, NULL, false, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "outcome write failed: %s", SPI_result_code_string(ret));
-	jf_worker_count_statement(1);
+	jf_xact_count_statements(1);
 	deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[0],
 													   SPI_tuptable->tupdesc, 3, &isnull)),
 					  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &ids, NULL, &nids);

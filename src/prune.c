@@ -52,6 +52,7 @@
 
 #include "prune.h"
 #include "queues.h"
+#include "xact.h"
 
 #define PRUNE_SLACK_MS		2
 #define PRUNE_MAX_DEFER_MS	100
@@ -245,7 +246,7 @@ jf_prune_turn(WorkerState *ws)
 		logs = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	}
 	jf_xact_commit();
-	jf_worker_count_statement(1);
+	jf_xact_count_statements(1);
 
 	pg_atomic_fetch_add_u64(&jobflow_shared->pruned_tasks, tasks);
 	pg_atomic_fetch_add_u64(&jobflow_shared->pruned_log_rows, logs);

@@ -24,6 +24,7 @@
 #include "as_owner.h"
 #include "guard.h"
 #include "task_check.h"
+#include "xact.h"
 
 #include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
@@ -296,7 +297,7 @@ jf_queues_refresh(WorkerState *ws, bool force)
 						"       retention > interval '0'"
 						"  FROM jobflow.queues", true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not read jobflow.queues");
-		jf_worker_count_statement(1);
+		jf_xact_count_statements(1);
 		for (i = 0; i < SPI_processed; i++)
 		{
 			HeapTuple	tup = SPI_tuptable->vals[i];

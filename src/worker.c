@@ -28,6 +28,7 @@
 #include "launcher.h"
 #include "prune.h"
 #include "queues.h"
+#include "xact.h"
 
 #include <sys/resource.h>
 #ifdef __GLIBC__
@@ -66,14 +67,6 @@
 static volatile int consecutive_errors = 0;
 static volatile bool starting = false;	/* in start_serving() */
 
-bool		jobflow_am_worker = false;
-
-/* the memory context current when the worker's transaction began */
-static MemoryContext xact_caller_cxt = NULL;
-
-/* the cluster's synchronous_commit, for claims (see jf_xact_begin_durable) */
-static char durable_commit[32] = "on";
-
 static volatile sig_atomic_t got_sigterm = false;
 
 static void
@@ -89,74 +82,9 @@ handle_sigterm(SIGNAL_ARGS)
 /* the database served, for messages */
 static char worker_dbname[NAMEDATALEN] = "";
 
-/* One transaction with SPI and a snapshot, as worker_spi does. */
-void
-jf_xact_begin(const char *activity)
-{
-	xact_caller_cxt = CurrentMemoryContext;
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, activity);
-	/* the extension served is locked, or this fails: see guard.c */
-	jf_guard_check_incarnation();
-}
-
-/*
- * The same, for a transaction whose commit must be as durable as the
- * cluster's synchronous_commit makes any other (a claim: its requests go
- * out right after it, and an attempt that may have been sent must never be
- * forgotten by a crash or a failover).  The worker's other transactions
- * commit asynchronously: what they lose, the next start recomputes.
- */
-void
-jf_xact_begin_durable(const char *activity)
-{
-	jf_xact_begin(activity);
-	(void) set_config_option("synchronous_commit", durable_commit, PGC_SUSET,
-							 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
-}
-
-/*
- * The statements that fetch tasks by id may not scan jobflow.tasks: each
- * is planned once and kept, and planned while the table was small (the
- * first turns after start, or a new database) it would read every task at
- * every execution once there are 200,000 (the claim: 35 ms a claim; the
- * outcome write: a nested loop over the table, 50-390 ms a flush, and
- * every tenant's callbacks 100-350 ms late).  For the current transaction
- * only: statements that must read the table whole (sweeps, rescues) keep
- * their sequential scans.  The worker runs without JIT, which the cost of
- * a disabled scan would otherwise set off.
- */
-void
-jf_xact_by_id_only(void)
-{
-	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_LOCAL, true, 0, false);
-}
-
-void
-jf_xact_commit(void)
-{
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	/* back to the caller's context (a turn's), not TopMemoryContext */
-	MemoryContextSwitchTo(xact_caller_cxt);
-	pgstat_report_stat(false);
-	pgstat_report_activity(STATE_IDLE, NULL);
-}
-
-void
-jf_worker_count_statement(int n)
-{
-	pg_atomic_fetch_add_u64(&jobflow_shared->statements, n);
-}
-
-void
-jf_worker_publish_stats(WorkerState *ws)
+/* What worker_status() and the metrics show of the wheel and the requests. */
+static void
+publish_stats(WorkerState *ws)
 {
 	pg_atomic_write_u64(&jobflow_shared->wheel_tasks, jf_wheel_count(ws->wheel));
 	pg_atomic_write_u64(&jobflow_shared->wheel_bytes,
@@ -464,7 +392,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 			jf_dispatch_rescue_strays(ws);
 		if (jf_now_ms() >= jf_prune_deadline())
 			jf_prune_turn(ws);
-		jf_worker_publish_stats(ws);
+		publish_stats(ws);
 		if (jf_http_in_flight(ws->http) + jf_http_queued(ws->http) > 0)
 			busy = true;
 		else if (busy && jf_log_writer_buffered() == 0)
@@ -523,7 +451,7 @@ start_serving(WorkerState *ws)
 	jf_fault("startup");
 	jf_feed_rescue_running(ws, NULL, 0, NULL);
 	jf_feed_housekeeping(ws, jf_now_ms());
-	jf_worker_publish_stats(ws);
+	publish_stats(ws);
 	ereport(LOG,
 			(errmsg("jobflow worker started in database \"%s\" with %zu task(s) due within %d s",
 					worker_dbname, jf_wheel_count(ws->wheel), jobflow_horizon_s)));
@@ -610,8 +538,9 @@ jobflow_worker_main(Datum main_arg)
 	CommitTransactionCommand();
 	pgstat_report_appname("jobflow worker");
 	SetConfigOption("session_replication_role", "replica", PGC_SUSET, PGC_S_OVERRIDE);
-	strlcpy(durable_commit, GetConfigOption("synchronous_commit", false, false),
-			sizeof(durable_commit));
+	/* claims commit as the cluster's synchronous_commit says (xact.c) */
+	jf_xact_init(GetConfigOption("synchronous_commit", false, false),
+				 jf_guard_check_incarnation);
 	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	/* a role's objects in public must never resolve in the superuser worker */
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);

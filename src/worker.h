@@ -174,11 +174,5 @@ extern void jf_log_writer_flush(void);
 extern void jf_log_writer_discard(void);
 
 /* worker.c */
-extern void jf_xact_begin(const char *activity);
-extern void jf_xact_begin_durable(const char *activity);
-extern void jf_xact_by_id_only(void);
-extern void jf_xact_commit(void);
-extern void jf_worker_publish_stats(WorkerState *ws);
-extern void jf_worker_count_statement(int n);
 
 #endif							/* JOBFLOW_WORKER_H */

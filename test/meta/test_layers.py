@@ -1,0 +1,56 @@
+# -------------------------------------------------------------------------
+#
+# test_layers.py
+#     The worker's modules are layered (issue 12, part 5): the loop in
+#     src/worker.c uses the feeder, dispatcher, log writer, pruner and guard,
+#     and none of them calls back into it; their transactions and statement
+#     counter come from src/xact.c, at the bottom, which uses none of them.
+#     Read from the sources: PostgreSQL's style puts a function's name at
+#     the start of the line after its return type.
+#
+# -------------------------------------------------------------------------
+
+import os
+import re
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BELOW_THE_LOOP = ["feed", "dispatch", "log_writer", "prune", "guard", "xact"]
+DEFINITION = re.compile(r"^(static\s+)?[\w \*]+\n(\w+)\(", re.M)
+
+
+def source(name):
+    with open(os.path.join(REPO, "src", name)) as f:
+        return f.read()
+
+
+def exported_functions(name):
+    """Functions a .c file defines without static."""
+    return {m.group(2) for m in DEFINITION.finditer(source(name)) if not m.group(1)}
+
+
+def calls(text, names):
+    return sorted(n for n in names if re.search(r"\b%s\s*\(" % re.escape(n), text))
+
+
+def test_definitions_are_found():
+    # the reading above finds the functions it must (else the checks below prove nothing)
+    assert {"jf_xact_begin", "jf_xact_commit", "jf_xact_count_statements"} <= exported_functions("xact.c")
+    assert "jf_feed_housekeeping" in exported_functions("feed.c")
+
+
+def test_worker_loop_is_called_by_none_of_its_modules():
+    loop = exported_functions("worker.c")
+    assert loop == {"jobflow_worker_main"}, "worker.c exports more than its entry point: %s" % sorted(loop)
+    for module in BELOW_THE_LOOP:
+        assert calls(source(module + ".c"), loop) == [], module
+
+
+def test_xact_uses_no_module_above_it():
+    text = source("xact.c") + source("xact.h")
+    includes = re.findall(r'^#include "([\w/]+)\.h"', text, re.M)
+    assert set(includes) <= {"jobflow", "xact", "access/xact", "executor/spi", "pgstat",
+                             "utils/guc", "utils/memutils", "utils/snapmgr"}, includes
+    above = set()
+    for module in BELOW_THE_LOOP[:-1] + ["worker"]:
+        above |= exported_functions(module + ".c")
+    assert calls(text, above) == []
