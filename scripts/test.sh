@@ -96,9 +96,29 @@ ensure_node_modules() {
 # JOBFLOW_PYTEST_ARGS narrows the integration tests while developing,
 # e.g. "test/integration/test_hosts.py -k slow"
 integration() {
+	local rc=0 steal0 start
 	ensure_node_modules || return 1
+	steal0=$(steal_ms)
+	start=$(date +%s)
 	# shellcheck disable=SC2086
-	(cd "$REPO" && "$PYTHON" -m pytest -q -p no:cacheprovider ${JOBFLOW_PYTEST_ARGS:-test/integration})
+	(cd "$REPO" && "$PYTHON" -m pytest -q -p no:cacheprovider ${JOBFLOW_PYTEST_ARGS:-test/integration}) || rc=$?
+	[ "$rc" = 0 ] && return 0
+	# what a red run needs to be read: how much CPU the host took away
+	# from this machine (timing tests fail on a correct build when it is
+	# starved), and what the server logged of jobflow and of errors
+	echo "the host took $(( ($(steal_ms) - steal0) / 1000 )) s of CPU time (steal, all CPUs)" \
+		"from this machine during the suite's $(( $(date +%s) - start )) s"
+	if [ -f "$CLUSTER_DIR/postgres.log" ]; then
+		echo "-- the server log's last lines about jobflow and errors:"
+		grep -E "jobflow|ERROR|FATAL|PANIC" "$CLUSTER_DIR/postgres.log" | tail -60
+	fi
+	return "$rc"
+}
+
+# steal_ms: the CPU time the hypervisor gave to others, over all CPUs,
+# since boot (0 where /proc/stat has no steal column)
+steal_ms() {
+	awk '/^cpu /{ print ($9 + 0) * 10; exit }' /proc/stat
 }
 
 meta() {
