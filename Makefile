@@ -31,6 +31,7 @@ OBJS = \
 	src/http_queue.o \
 	src/http_request.o \
 	src/fair.o \
+	src/rate.o \
 	src/queues.o \
 	src/cron_parse.o \
 	src/cron.o \

@@ -23,6 +23,7 @@
  */
 #include "fair.h"
 #include "hash.h"
+#include "rate.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -33,34 +34,6 @@
 /* most tasks taken from one queue per visit: finer turns, fairer passes */
 #define QUANTUM 64
 #define MAX_ORIGIN JF_FAIR_ORIGIN_MAX
-/* a bucket keeps one token plus this many seconds' worth of them */
-#define BURST_SECONDS 0.005
-/* ... or, while tasks wait for its tokens, this many (a late turn's due) */
-#define CATCHUP_SECONDS 0.1
-/* tokens owed beyond that are paid back at this share of the rate, on top of it */
-#define CATCHUP_FACTOR 0.5
-
-/*
- * A rate's token bucket: tokens accrue continuously from `last`, up to one
- * plus BURST_SECONDS' worth, so an idle queue cannot save up a burst.
- * While tasks wait for its tokens (backlog), up to CATCHUP_SECONDS' worth
- * are kept instead: a turn that comes late (a claim's commit, a flush of
- * outcomes) sends what the rate allowed meanwhile.  What a turn later
- * than that would lose to the cap is owed, and paid back at
- * CATCHUP_FACTOR times the rate on top of it, so that no late turn lowers
- * the rate in the long run and no turn sends more than CATCHUP_SECONDS'
- * worth at once.  An idle queue owes nothing.
- */
-typedef struct Bucket
-{
-	double		tokens;
-	double		owed;			/* tokens the cap held back while tasks waited */
-	int64_t		last;			/* when tokens was last brought up to date */
-	double		rate;			/* the rate it was started for */
-	bool		started;
-	bool		backlog;		/* tasks were left waiting at the last look */
-} Bucket;
-
 typedef struct Host
 {
 	char	   *origin;
@@ -70,7 +43,7 @@ typedef struct Host
 								 * claimed: the owners sharing it now */
 	int			parked;			/* tasks parked in those queues */
 	int			top;			/* its slot in JfFair.top, or -1 */
-	Bucket		bucket;			/* max_per_second_per_host */
+	JfRate		rate;			/* max_per_second_per_host */
 } Host;
 
 /* A named queue of an owner: what jobflow.queues says of it. */
@@ -81,7 +54,7 @@ typedef struct Group
 	uint32_t	hash;
 	JfFairQueueConfig cfg;
 	int			claimed;
-	Bucket		bucket;			/* cfg.max_per_second */
+	JfRate		rate;			/* cfg.max_per_second */
 } Group;
 
 typedef struct Owner
@@ -249,11 +222,17 @@ jf_fair_destroy(JfFair *f)
 	if (f == NULL)
 		return;
 	for (i = 0; i < f->nhosts; i++)
+	{
 		free(f->hosts[i].origin);
+		jf_rate_free(&f->hosts[i].rate);
+	}
 	for (i = 0; i < f->nqueues; i++)
 		free(f->queues[i].ids);
 	for (i = 0; i < f->ngroups; i++)
+	{
 		free(f->groups[i].name);
+		jf_rate_free(&f->groups[i].rate);
+	}
 	free(f->hosts);
 	free(f->owners);
 	free(f->queues);
@@ -696,57 +675,6 @@ sort_queue(Queue *q)
 }
 
 /*
- * Whole tokens a bucket of the given rate holds at now, after accruing
- * since its last look (see Bucket).  With none, the time its next token
- * comes lowers *deadline.
- */
-static int
-bucket_room(Bucket *b, double rate, int64_t now, int64_t *deadline)
-{
-	double		burst = 1.0 + rate * (b->backlog ? CATCHUP_SECONDS : BURST_SECONDS);
-
-	/* a rate set anew starts with one token */
-	if (!b->started || b->rate != rate)
-	{
-		b->started = true;
-		b->backlog = false;
-		b->rate = rate;
-		b->tokens = 1.0;
-		b->owed = 0.0;
-		b->last = now;
-	}
-	else if (now > b->last)
-	{
-		double		elapsed = (double) (now - b->last) * rate / 1e6;
-		double		repaid = b->owed < elapsed * CATCHUP_FACTOR ?
-			b->owed : elapsed * CATCHUP_FACTOR;
-
-		b->tokens += elapsed + repaid;
-		b->owed -= repaid;
-		if (b->tokens > burst)
-		{
-			/* tasks waited through a late turn: owed; idle: gone */
-			if (b->backlog)
-				b->owed += b->tokens - burst;
-			b->tokens = burst;
-		}
-		b->last = now;
-	}
-	if (!b->backlog)
-		b->owed = 0.0;
-	if (b->tokens < 1.0)
-	{
-		double		speed = rate * (b->owed > 0.0 ? 1.0 + CATCHUP_FACTOR : 1.0);
-		int64_t		at = b->last + (int64_t) ((1.0 - b->tokens) * 1e6 / speed) + 1;
-
-		if (at < *deadline)
-			*deadline = at;
-		return 0;
-	}
-	return b->tokens >= (double) INT_MAX ? INT_MAX : (int) b->tokens;
-}
-
-/*
  * One pass of jf_fair_pick over the circle; with `filter`, over the lanes
  * of priority `level` only (the others count as visited without taking).
  */
@@ -789,14 +717,14 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 			sort_queue(q);
 		if (room > 0 && g->cfg.max_per_second > 0)
 		{
-			room = min_int(room, bucket_room(&g->bucket, g->cfg.max_per_second, now,
-											 &f->next_deadline));
+			room = min_int(room, jf_rate_room(&g->rate, g->cfg.max_per_second, now,
+											  &f->next_deadline));
 			group_rated = true;
 		}
 		if (room > 0 && f->cfg.max_per_second_per_host > 0)
 		{
-			room = min_int(room, bucket_room(&h->bucket, f->cfg.max_per_second_per_host,
-											 now, &f->next_deadline));
+			room = min_int(room, jf_rate_room(&h->rate, f->cfg.max_per_second_per_host,
+											  now, &f->next_deadline));
 			host_rated = true;
 		}
 		while (took < room && q->count > 0)
@@ -814,21 +742,10 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 			n++;
 			took++;
 		}
-		/*
-		 * A backlog (tokens kept, then owed, across a late turn) only while
-		 * the rate is what holds tasks back: a queue held by another limit
-		 * (max_concurrent, a full origin) must not save up its unused rate.
-		 */
 		if (g->cfg.max_per_second > 0)
-		{
-			g->bucket.tokens -= took;
-			g->bucket.backlog = group_rated && q->count > 0 && g->bucket.tokens < 1.0;
-		}
+			jf_rate_spend(&g->rate, took, group_rated && q->count > 0);
 		if (f->cfg.max_per_second_per_host > 0)
-		{
-			h->bucket.tokens -= took;
-			h->bucket.backlog = host_rated && q->count > 0 && h->bucket.tokens < 1.0;
-		}
+			jf_rate_spend(&h->rate, took, host_rated && q->count > 0);
 		h->claimed += took;
 		o->claimed += took;
 		g->claimed += took;

@@ -22,16 +22,13 @@
  * configured in jobflow.queues), so the fair share's queues are really
  * (owner, named queue, origin) lanes.  A named queue may be paused (its
  * lanes take nothing), hold at most max_concurrent requests, send at most
- * max_per_second (a token bucket: tokens accrue continuously; an idle
- * queue keeps at most one token plus 5 ms' worth, so the rate is smooth,
- * never a burst at each second boundary, while a queue with tasks waiting
- * keeps up to 100 ms' worth, so that a late turn sends what the rate
- * allowed meanwhile; what a turn later than that would lose is owed and
- * paid back at up to 1.5 times the rate, so the rate holds in the long run),
+ * max_per_second (see rate.h: smooth, never a burst at each second
+ * boundary, what a late turn missed made up, and never more than the
+ * rate's worth in any second),
  * and have a priority: when a cap leaves
  * fewer places than due tasks, lanes of higher priority are served first,
  * round-robin within one priority.  Each origin may also be held to
- * max_per_second_per_host by the same kind of bucket.  A named queue
+ * max_per_second_per_host by the same kind of rate.  A named queue
  * nobody configured has none of these limits.  Tasks that are parked cost a few
  * bytes; nothing is claimed for them until they can go, and whatever is
  * claimed can be sent at once: a claimed attempt is one that may have been

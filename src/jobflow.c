@@ -345,7 +345,7 @@ jobflow_define_gucs(void)
 							PGC_SIGHUP, 0, NULL, assign_max_per_owner, NULL);
 	DefineCustomRealVariable("jobflow.max_requests_per_second_per_host",
 							 "Most HTTP requests sent to one host and port per second; 0 means no limit.",
-							 "Spread evenly (a token bucket holding one request plus 5 ms' worth), shared by every owner sending there.",
+							 "Spread evenly, never more within any one second, and shared by every owner sending there.",
 							 &jobflow_max_rate_per_host, 0, 0, JF_MAX_RATE,
 							 PGC_SIGHUP, 0, check_rate_per_host, NULL, NULL);
 	DefineCustomIntVariable("jobflow.max_response_size",
