@@ -46,6 +46,7 @@ def scalar(db, sql, args=None):
         return cur.fetchone()[0]
 
 
+@pytest.mark.timing
 def test_per_second_timer_pause_replace_unschedule(db, receiver):
     name = "per-second-" + uuid.uuid4().hex[:8]
     url, tag = receiver.unique_url("/ok")
@@ -177,6 +178,7 @@ def test_timers_are_per_owner(db, receiver, two_roles):
     assert owners == [{"owner": bob, "active": False}]
 
 
+@pytest.mark.timing
 def test_missed_occurrences_follow_the_policy(db, connect, receiver, server):
     """Occurrences missed while the server is down: 'skip' drops them,
     'once' fires one task for them at restart; both then carry on."""

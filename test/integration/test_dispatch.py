@@ -18,6 +18,8 @@ import random
 import threading
 import time
 
+import pytest
+
 from conftest import epoch, query, schedule, task_log, task_row, wait_final
 
 # a callback counts as prompt if it arrives within this many seconds of
@@ -94,6 +96,7 @@ def test_no_content_type_is_invented(db, receiver):
     assert set(wait_final(db, [empty, text, custom]).values()) == {"succeeded"}
 
 
+@pytest.mark.timing
 def test_fires_at_time_and_never_early(db, receiver):
     url, tag = receiver.unique_url("/ok")
     ids = []
@@ -112,6 +115,7 @@ def test_fires_at_time_and_never_early(db, receiver):
     assert set(wait_final(db, ids).values()) == {"succeeded"}
 
 
+@pytest.mark.timing
 def test_task_loaded_by_rescan_fires_on_time(db, receiver):
     # commits only notify the worker for tasks due within three reconcile
     # intervals; later ones are loaded by its rolling rescan
@@ -260,6 +264,7 @@ class FastReceiver:
         self.thread.join(10)
 
 
+@pytest.mark.timing
 def test_one_host_backlog_drains_without_stalls(db, server):
     """A burst to one host drains as fast as its places come free.  A
     request that finished inside a turn's last collect used to free a place

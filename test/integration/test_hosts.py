@@ -31,6 +31,7 @@ def low_host_cap(db, server):
         server.set_guc(db, "jobflow.max_requests_per_host", None)
 
 
+@pytest.mark.timing
 def test_hanging_host_does_not_delay_other_hosts(db, receiver, server, low_host_cap):
     hang_url, hang_tag = receiver.unique_url("/hang", host="127.0.0.1")
     hang_ids = [schedule(db, hang_url, timeout_ms=HANG_TIMEOUT_MS, max_attempts=1)

@@ -27,6 +27,9 @@ from conftest import query, wait_final
 
 LATE_S = 2.0
 
+# every test here measures lateness (see starved.py)
+pytestmark = pytest.mark.timing
+
 
 class BlackHoles:
     """n listening sockets on 127.0.0.1 that never accept."""

@@ -46,6 +46,7 @@ def per_second(times, start, seconds):
     return [sum(1 for t in times if start + k <= t < start + k + 1) for k in range(seconds)]
 
 
+@pytest.mark.timing
 def test_pause_holds_tasks_and_resume_fires_them_in_due_order(tenant, receiver):
     """Paused, a queue's due tasks stay pending past their run_at while
     another queue of the same owner and host fires at once; resumed, the
@@ -119,6 +120,7 @@ def test_max_concurrent_is_never_exceeded(tenant, second_receiver):
     assert max(inflight) == 3, "in flight at arrival: %s" % inflight
 
 
+@pytest.mark.timing
 def test_rate_of_100_per_second(tenant, second_receiver):
     """600 tasks due at once in a 100/s queue: after the first second the
     receiver gets 100 +- 5 in each second, never a burst."""
@@ -179,6 +181,7 @@ def test_priority_wins_when_capacity_is_short(tenant, second_receiver, server, d
     assert kinds == ["high"] * 8 + ["low"] * 8, kinds
 
 
+@pytest.mark.timing
 def test_per_host_rate_setting(tenant, second_receiver, server, db):
     """jobflow.max_requests_per_second_per_host = 20: 60 tasks due at once
     for one host arrive at about 20 a second; values between 0 and 0.001

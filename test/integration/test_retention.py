@@ -171,6 +171,7 @@ def test_no_orphan_log_rows(db, receiver):
     assert log_rows(db, ids[2:]) == 2
 
 
+@pytest.mark.timing
 def test_pruning_keeps_up_without_gaps(db, receiver, retention):
     """Under sustained load no gap comes (a task is due every
     millisecond); a backlog is pruned at the pace of the share of the

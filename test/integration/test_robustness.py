@@ -19,6 +19,7 @@ from conftest import epoch, schedule, task_log, task_row, wait_final
 PROMPT = 1.0
 
 
+@pytest.mark.timing
 def test_moved_earlier_without_notification_fires_at_new_time(db, receiver, server):
     """A task loaded into the wheel at start, then moved earlier but still
     beyond the notify window (no NOTIFY), fires at its new time: the rescan
@@ -40,6 +41,7 @@ def test_moved_earlier_without_notification_fires_at_new_time(db, receiver, serv
     assert wait_final(db, task_id) == "succeeded"
 
 
+@pytest.mark.timing
 def test_row_lock_of_one_tenant_does_not_stall_others(db, connect, receiver, app_role):
     """A role holding FOR UPDATE on its own due task delays that task only;
     it cannot lock a running task at all."""
@@ -100,6 +102,7 @@ def test_run_at_at_the_postgres_epoch_is_logged(db, receiver):
     assert log[0]["scheduled_at"] is not None
 
 
+@pytest.mark.timing
 def test_long_transaction_committing_near_due_time_notifies(db, connect, receiver):
     """The notify decision is taken at commit: a task inserted beyond the
     notify window by a transaction that commits shortly before it is due
@@ -123,6 +126,7 @@ def test_long_transaction_committing_near_due_time_notifies(db, connect, receive
     assert wait_final(db, task_id) == "succeeded"
 
 
+@pytest.mark.timing
 def test_spoofed_notifications_are_cheap(db, connect, receiver):
     """Anyone may NOTIFY jobflow: a huge id range must not make the worker
     load the table, and real tasks keep firing on time."""

@@ -41,6 +41,7 @@ def _reset(server, db, *names):
         server.set_guc(db, name, None)
 
 
+@pytest.mark.timing
 def test_reconcile_interval_above_a_third_of_horizon_is_clamped(server, connect, receiver):
     """reconcile_interval = 1h with horizon = 60s: the worker rescans every
     20 s instead, says so, and a task due beyond the notify window (so that
