@@ -66,10 +66,15 @@ def run(conn, queue, rate, n):
                 break
         time.sleep(0.2)
     recs = json.loads(receiver("GET", "/_requests"))
-    return sorted(r["time"] for r in recs if ("q=" + queue) in r["query"])
+    with conn.cursor() as cur:
+        cur.execute("SELECT extract(epoch FROM l.started_at)::float8 FROM jobflow.task_log l"
+                    "  JOIN jobflow.tasks t ON t.id = l.task_id WHERE t.queue = %s", (queue,))
+        sent = sorted(r[0] for r in cur.fetchall())
+    return sorted(r["time"] for r in recs if ("q=" + queue) in r["query"]), sent
 
 
-def report(label, rate, times):
+def report(label, rate, result):
+    times, sent = result
     gaps_ms = [(b - a) * 1000 for a, b in zip(times, times[1:])]
     line = "%-12s %6d requests in %6.2f s (%8.1f/s)" % (
         label, len(times), times[-1] - times[0],
@@ -90,6 +95,18 @@ def report(label, rate, times):
     print("%-12s per second after the first: %s" % ("", " ".join(str(c) for c in counts)))
     print("%-12s mean %.1f  stddev %.2f  max deviation from %g: %d" % (
         "", mean, sd, rate, max(abs(c - rate) for c in counts)))
+    print("%-12s the busiest second, at any start: %d at the receiver, %d sent by the worker"
+          % ("", busiest_second(times), busiest_second(sent)))
+
+
+def busiest_second(times):
+    """The most arrivals within any one second (a sliding window)."""
+    most, j = 0, 0
+    for i, t in enumerate(times):
+        while times[j] <= t - 1.0:
+            j += 1
+        most = max(most, i - j + 1)
+    return most
 
 
 def main():
