@@ -54,18 +54,21 @@ typedef struct InFlightEntry
 /* most due tasks moved from the wheel into the fair share per turn */
 #define MAX_PARKED_PER_TURN 100000
 
-static dlist_head in_flight = DLIST_STATIC_INIT(in_flight);
-/* picks being claimed: counted in the fair share, not yet requests */
-static JfFairPick *claiming = NULL;
-static int	nclaiming = 0;
-
-/* requests of a committed claim, until libcurl has them all */
-static JfHttpRequest *committed = NULL;
-static int	ncommitted = 0;
-static int	nsubmitted = 0;
-static SPIPlanPtr claim_plan = NULL;
-static bool places_freed = false;	/* since the last pick */
-static MemoryContext claim_cxt = NULL;	/* requests between claim and submit */
+/* The dispatcher's state: what is in flight and what is being claimed. */
+struct JfDispatch
+{
+	dlist_head	in_flight;		/* InFlightEntry */
+	/* picks being claimed: counted in the fair share, not yet requests */
+	JfFairPick *claiming;
+	int			nclaiming;
+	/* requests of a committed claim, until libcurl has them all */
+	JfHttpRequest *committed;
+	int			ncommitted;
+	int			nsubmitted;
+	SPIPlanPtr	claim_plan;
+	bool		places_freed;	/* since the last pick */
+	MemoryContext claim_cxt;	/* requests between claim and submit */
+};
 
 static JfHttpConfig
 http_config(void)
@@ -111,7 +114,9 @@ jf_dispatch_init(WorkerState *ws)
 	if (!jf_http_global_init(errbuf, sizeof(errbuf)))
 		ereport(ERROR,
 				(errmsg("could not initialise libcurl: %s", errbuf)));
-	claim_cxt = AllocSetContextCreate(ws->cxt, "jobflow claims", ALLOCSET_DEFAULT_SIZES);
+	ws->dispatch = MemoryContextAllocZero(ws->cxt, sizeof(JfDispatch));
+	dlist_init(&ws->dispatch->in_flight);
+	ws->dispatch->claim_cxt = AllocSetContextCreate(ws->cxt, "jobflow claims", ALLOCSET_DEFAULT_SIZES);
 	ws->http = jf_http_create(&cfg, errbuf, sizeof(errbuf));
 	if (ws->http == NULL)
 		ereport(ERROR,
@@ -274,7 +279,7 @@ static void
 release_place(WorkerState *ws, uint32 queue)
 {
 	jf_fair_release(ws->fair, queue);
-	places_freed = true;
+	ws->dispatch->places_freed = true;
 }
 
 /*
@@ -296,7 +301,7 @@ unsend(WorkerState *ws, InFlightEntry *e)
 	row.finished_at = GetCurrentTimestamp();
 	row.outcome = OUTCOME_UNSENT;
 	row.state = "pending";
-	jf_log_writer_add(&row);
+	jf_log_writer_add(ws->log, &row);
 	pfree(e);
 }
 
@@ -313,9 +318,9 @@ submit_requests(WorkerState *ws, JfHttpRequest *reqs, int n)
 	{
 		InFlightEntry *e = (InFlightEntry *) reqs[i].user;
 
-		nsubmitted = i + 1;
+		ws->dispatch->nsubmitted = i + 1;
 		if (jf_http_submit(ws->http, &reqs[i]))
-			dlist_push_tail(&in_flight, &e->node);
+			dlist_push_tail(&ws->dispatch->in_flight, &e->node);
 		else
 			unsend(ws, e);
 	}
@@ -352,11 +357,11 @@ handle_unclaimed(WorkerState *ws, JfFairPick *picks, int n, bool *claimed,
 	 * What an error from here on must still release (jf_dispatch_recover): the
 	 * claimed picks only, which are all that stay in `claiming`.
 	 */
-	nclaiming = 0;
+	ws->dispatch->nclaiming = 0;
 	for (k = 0; k < n; k++)
 	{
 		if (claimed[k])
-			claiming[nclaiming++] = picks[k];
+			ws->dispatch->claiming[ws->dispatch->nclaiming++] = picks[k];
 		else
 			gone[ngone++] = picks[k];
 	}
@@ -366,7 +371,7 @@ handle_unclaimed(WorkerState *ws, JfFairPick *picks, int n, bool *claimed,
 	{
 		int64		id = (int64) gone[k].id;
 
-		if (jf_log_writer_has_retry(id))
+		if (jf_log_writer_has_retry(ws->log, id))
 			jf_feed_upsert(ws, id, now_ms + jobflow_log_flush_ms, gone[k].queue);
 		else
 			missed[nmissed++] = Int64GetDatum(id);
@@ -402,13 +407,13 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	/* sorted by id, so that each claimed row finds its pick */
 	qsort(picks, n, sizeof(JfFairPick), compare_pick);
 	/* from here, an error releases them (even one starting the transaction) */
-	claiming = picks;
-	nclaiming = n;
+	ws->dispatch->claiming = picks;
+	ws->dispatch->nclaiming = n;
 	jf_fault("before_claim");
 	jf_xact_begin_durable("jobflow: claim due tasks");
 	jf_xact_by_id_only();
 
-	if (claim_plan == NULL)
+	if (ws->dispatch->claim_plan == NULL)
 	{
 		/*
 		 * The claim must fetch its ids through the primary key, whatever
@@ -450,7 +455,7 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			elog(ERROR, "could not prepare the claim statement: %s",
 				 SPI_result_code_string(SPI_result));
 		SPI_keepplan(plan);
-		claim_plan = plan;
+		ws->dispatch->claim_plan = plan;
 	}
 	ids = palloc(sizeof(Datum) * n);
 	claimed = palloc0(sizeof(bool) * n);
@@ -459,15 +464,15 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	values[0] = PointerGetDatum(construct_array(ids, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	values[1] = TimestampTzGetDatum(jf_ms_to_ts(now_ms));
 	claim_start = GetCurrentTimestamp();
-	ret = SPI_execute_plan(claim_plan, values, NULL, false, 0);
+	ret = SPI_execute_plan(ws->dispatch->claim_plan, values, NULL, false, 0);
 	if (ret != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "claim statement failed: %s", SPI_result_code_string(ret));
 	jf_metrics_observe(JF_HIST_CLAIM, GetCurrentTimestamp() - claim_start);
 	jf_xact_count_statements(1);
 	jf_fault("claim");
 	nclaimed = (int) SPI_processed;
-	reqs = MemoryContextAlloc(claim_cxt, sizeof(JfHttpRequest) * Max(nclaimed, 1));
-	old = MemoryContextSwitchTo(claim_cxt);
+	reqs = MemoryContextAlloc(ws->dispatch->claim_cxt, sizeof(JfHttpRequest) * Max(nclaimed, 1));
+	old = MemoryContextSwitchTo(ws->dispatch->claim_cxt);
 	for (i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
@@ -487,17 +492,17 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	if (nclaimed < n)
 		handle_unclaimed(ws, picks, n, claimed, now_ms);
 	jf_xact_commit();
-	nclaiming = 0;
-	committed = reqs;
-	ncommitted = nclaimed;
-	nsubmitted = 0;
+	ws->dispatch->nclaiming = 0;
+	ws->dispatch->committed = reqs;
+	ws->dispatch->ncommitted = nclaimed;
+	ws->dispatch->nsubmitted = 0;
 	jf_fault("after_claim");
 
 	/* only now: a claim that failed to commit must send nothing */
 	submit_requests(ws, reqs, nclaimed);
-	ncommitted = 0;
+	ws->dispatch->ncommitted = 0;
 	pg_atomic_fetch_add_u64(&jobflow_shared->fired, nclaimed);
-	MemoryContextReset(claim_cxt);
+	MemoryContextReset(ws->dispatch->claim_cxt);
 	return nclaimed;
 }
 
@@ -557,7 +562,7 @@ jf_dispatch_due(WorkerState *ws, int64 now_ms)
 		allocated = batch;
 	}
 	more = park_due(ws, now_ms, expired, batch);
-	places_freed = false;
+	ws->dispatch->places_freed = false;
 	n = jf_fair_pick(ws->fair, picks, batch, GetCurrentTimestamp(), jf_feed_take, ws);
 	if (n > 0)
 	{
@@ -581,7 +586,28 @@ jf_dispatch_due(WorkerState *ws, int64 now_ms)
 bool
 jf_dispatch_room_freed(WorkerState *ws)
 {
-	return places_freed && jf_fair_parked(ws->fair) > 0;
+	return ws->dispatch->places_freed && jf_fair_parked(ws->fair) > 0;
+}
+
+/*
+ * The ids of the tasks with a request in flight (or a result waiting to be
+ * recorded), sorted, in the current memory context: what housekeeping's
+ * check for stray running tasks must leave alone.
+ */
+static int
+in_flight_ids(WorkerState *ws, int64 **ids)
+{
+	dlist_iter	it;
+	int			n = 0;
+
+	dlist_foreach(it, &ws->dispatch->in_flight)
+		n++;
+	*ids = palloc(sizeof(int64) * Max(n, 1));
+	n = 0;
+	dlist_foreach(it, &ws->dispatch->in_flight)
+		(*ids)[n++] = dlist_container(InFlightEntry, node, it.cur)->task.id;
+	qsort(*ids, n, sizeof(int64), jf_compare_int64);
+	return n;
 }
 
 /*
@@ -597,7 +623,7 @@ void
 jf_dispatch_rescue_strays(WorkerState *ws)
 {
 	int64	   *held;
-	int			nheld = jf_dispatch_in_flight_ids(&held);
+	int			nheld = in_flight_ids(ws, &held);
 	int64	   *strays = NULL;
 	int			nstrays = 0;
 	uint64		i;
@@ -616,12 +642,12 @@ jf_dispatch_rescue_strays(WorkerState *ws)
 													 SPI_tuptable->tupdesc, 1, &isnull));
 
 		if (bsearch(&id, held, nheld, sizeof(int64), jf_compare_int64) == NULL &&
-			!jf_log_writer_holds(id))
+			!jf_log_writer_holds(ws->log, id))
 			strays[nstrays++] = id;
 	}
 	jf_xact_commit();
 	pfree(held);
-	ws->strays_suspected = false;
+	ws->strays_look_ms = INT64_MAX;
 	if (nstrays > 0)
 		jf_feed_rescue_running(ws, strays, nstrays,
 							"the worker lost track of this attempt after an error; it may have been delivered");
@@ -657,36 +683,16 @@ jf_dispatch_recover(WorkerState *ws)
 {
 	int			k;
 
-	for (k = 0; k < nclaiming; k++)
-		release_place(ws, claiming[k].queue);
-	nclaiming = 0;
+	for (k = 0; k < ws->dispatch->nclaiming; k++)
+		release_place(ws, ws->dispatch->claiming[k].queue);
+	ws->dispatch->nclaiming = 0;
 	/* committed but never handed to libcurl: nothing was sent */
-	for (k = nsubmitted; k < ncommitted; k++)
-		unsend(ws, (InFlightEntry *) committed[k].user);
-	ncommitted = 0;
-	MemoryContextReset(claim_cxt);
+	for (k = ws->dispatch->nsubmitted; k < ws->dispatch->ncommitted; k++)
+		unsend(ws, (InFlightEntry *) ws->dispatch->committed[k].user);
+	ws->dispatch->ncommitted = 0;
+	MemoryContextReset(ws->dispatch->claim_cxt);
 }
 
-/*
- * The ids of the tasks with a request in flight (or a result waiting to be
- * recorded), sorted, in the current memory context: what housekeeping's
- * check for stray running tasks must leave alone.
- */
-int
-jf_dispatch_in_flight_ids(int64 **ids)
-{
-	dlist_iter	it;
-	int			n = 0;
-
-	dlist_foreach(it, &in_flight)
-		n++;
-	*ids = palloc(sizeof(int64) * Max(n, 1));
-	n = 0;
-	dlist_foreach(it, &in_flight)
-		(*ids)[n++] = dlist_container(InFlightEntry, node, it.cur)->task.id;
-	qsort(*ids, n, sizeof(int64), jf_compare_int64);
-	return n;
-}
 /* Full jitter on the upper half: spreads retries of a failed burst. */
 static int64
 retry_delay_ms(int attempt, int64 retry_after_ms)
@@ -798,7 +804,7 @@ record_result(WorkerState *ws, JfHttpResult *r)
 		row.state = "failed";
 		pg_atomic_fetch_add_u64(&jobflow_shared->failed, 1);
 	}
-	jf_log_writer_add(&row);
+	jf_log_writer_add(ws->log, &row);
 	pfree(e);
 }
 
@@ -838,7 +844,7 @@ jf_dispatch_abandon(WorkerState *ws)
 	TimestampTz now = GetCurrentTimestamp();
 
 	jf_http_foreach_queued(ws->http, mark_unsent, NULL);
-	dlist_foreach_modify(it, &in_flight)
+	dlist_foreach_modify(it, &ws->dispatch->in_flight)
 	{
 		InFlightEntry *e = dlist_container(InFlightEntry, node, it.cur);
 		OutcomeRow	row;
@@ -867,7 +873,7 @@ jf_dispatch_abandon(WorkerState *ws)
 			row.state = e->task.attempt <= e->task.max_attempts ? "pending" : "failed";
 			row.error = "the worker stopped during this attempt; it may have been delivered";
 		}
-		jf_log_writer_add(&row);
+		jf_log_writer_add(ws->log, &row);
 		dlist_delete(&e->node);
 		pfree(e);
 	}

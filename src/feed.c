@@ -89,11 +89,6 @@ typedef struct TaskMapEntry
 /* what a load query returns */
 #define LOAD_COLUMNS "t.id, t.run_at, t.owner, t.url, t.queue"
 
-/* id ranges announced at commit and not loaded yet, kept across turns */
-static int64 *range_lo;
-static int64 *range_hi;
-static int	nranges;
-
 static void load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
 					  Datum *values);
 
@@ -152,8 +147,8 @@ jf_feed_init(WorkerState *ws)
 				 errmsg("out of memory creating the jobflow time wheel")));
 	ws->map = taskmap_create(ws->cxt, 1024, NULL);
 	ws->loaded_until_ms = PG_INT64_MIN;
-	range_lo = MemoryContextAlloc(ws->cxt, sizeof(int64) * MAX_PENDING_RANGES);
-	range_hi = MemoryContextAlloc(ws->cxt, sizeof(int64) * MAX_PENDING_RANGES);
+	ws->announced.lo = MemoryContextAlloc(ws->cxt, sizeof(int64) * MAX_PENDING_RANGES);
+	ws->announced.hi = MemoryContextAlloc(ws->cxt, sizeof(int64) * MAX_PENDING_RANGES);
 }
 
 /*
@@ -173,7 +168,7 @@ jf_feed_forget_all(WorkerState *ws)
 	taskmap_reset(ws->map);
 	if (ws->fair != NULL)
 		jf_fair_drop_parked(ws->fair);
-	nranges = 0;
+	ws->announced.n = 0;
 }
 
 /* LISTEN before the first scan, so no commit falls between the two. */
@@ -451,8 +446,7 @@ jf_feed_rescue_running(WorkerState *ws, int64 *ids, int n, const char *why)
 		ereport(LOG,
 				(errmsg("jobflow worker left %lld running task(s) locked by another transaction to a later rescue",
 						(long long) skipped)));
-		ws->strays_suspected = true;
-		ws->strays_retry_ms = jf_now_ms() + STRAYS_RETRY_MS;
+		ws->strays_look_ms = jf_now_ms() + STRAYS_RETRY_MS;
 	}
 	jf_xact_count_statements(1);
 	jf_xact_commit();
@@ -510,11 +504,13 @@ materialize_cron(WorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
 	jf_xact_count_statements(1);
 }
 
+/* qsort_arg order of indexes into arg, an array of range starts */
 static int
-compare_range(const void *a, const void *b)
+compare_range(const void *a, const void *b, void *arg)
 {
-	int64		x = range_lo[*(const int *) a];
-	int64		y = range_lo[*(const int *) b];
+	const int64 *lo = arg;
+	int64		x = lo[*(const int *) a];
+	int64		y = lo[*(const int *) b];
 
 	return (x > y) - (x < y);
 }
@@ -527,7 +523,7 @@ compare_range(const void *a, const void *b)
  * ranges from their turn.
  */
 static void
-merge_ranges(int first)
+merge_ranges(JfIdRanges *r, int first)
 {
 	int		   *order;
 	int64	   *lo;
@@ -535,7 +531,7 @@ merge_ranges(int first)
 	int			n = 0;
 	int			i;
 
-	int			count = nranges - first;
+	int			count = r->n - first;
 
 	if (count <= 1)
 		return;
@@ -544,11 +540,11 @@ merge_ranges(int first)
 	hi = palloc(sizeof(int64) * count);
 	for (i = 0; i < count; i++)
 		order[i] = first + i;
-	qsort(order, count, sizeof(int), compare_range);
+	qsort_arg(order, count, sizeof(int), compare_range, r->lo);
 	for (i = 0; i < count; i++)
 	{
-		int64		l = range_lo[order[i]];
-		int64		h = range_hi[order[i]];
+		int64		l = r->lo[order[i]];
+		int64		h = r->hi[order[i]];
 
 		if (n > 0 && l <= hi[n - 1] + 1)
 		{
@@ -560,9 +556,9 @@ merge_ranges(int first)
 		hi[n] = h;
 		n++;
 	}
-	memcpy(range_lo + first, lo, sizeof(int64) * n);
-	memcpy(range_hi + first, hi, sizeof(int64) * n);
-	nranges = first + n;
+	memcpy(r->lo + first, lo, sizeof(int64) * n);
+	memcpy(r->hi + first, hi, sizeof(int64) * n);
+	r->n = first + n;
 	pfree(order);
 	pfree(lo);
 	pfree(hi);
@@ -602,26 +598,27 @@ load_chunk(WorkerState *ws)
 {
 	Oid			types[3] = {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
 	Datum		values[3];
-	Datum	   *lo = palloc(sizeof(Datum) * nranges);
-	Datum	   *hi = palloc(sizeof(Datum) * nranges);
+	JfIdRanges *a = &ws->announced;
+	Datum	   *lo = palloc(sizeof(Datum) * a->n);
+	Datum	   *hi = palloc(sizeof(Datum) * a->n);
 	uint64		room = LOAD_CHUNK;
 	int			n = 0;
 	int			i;
 
-	while (n < nranges && room > 0)
+	while (n < a->n && room > 0)
 	{
-		uint64		width = (uint64) range_hi[n] - (uint64) range_lo[n] + 1;
+		uint64		width = (uint64) a->hi[n] - (uint64) a->lo[n] + 1;
 
-		lo[n] = Int64GetDatum(range_lo[n]);
+		lo[n] = Int64GetDatum(a->lo[n]);
 		if (width > room)
 		{
 			/* split: the rest of this range waits for the next turn */
-			hi[n] = Int64GetDatum(range_lo[n] + (int64) room - 1);
-			range_lo[n] += (int64) room;
+			hi[n] = Int64GetDatum(a->lo[n] + (int64) room - 1);
+			a->lo[n] += (int64) room;
 			n++;
 			break;
 		}
-		hi[n] = Int64GetDatum(range_hi[n]);
+		hi[n] = Int64GetDatum(a->hi[n]);
 		room -= width;
 		n++;
 	}
@@ -640,13 +637,13 @@ load_chunk(WorkerState *ws)
 	jf_xact_commit();
 
 	/* drop the ranges loaded whole (a split one stays, shortened) */
-	if (n > 0 && DatumGetInt64(hi[n - 1]) == range_hi[n - 1])
+	if (n > 0 && DatumGetInt64(hi[n - 1]) == a->hi[n - 1])
 		i = n;
 	else
 		i = n - 1;
-	memmove(range_lo, range_lo + i, sizeof(int64) * (nranges - i));
-	memmove(range_hi, range_hi + i, sizeof(int64) * (nranges - i));
-	nranges -= i;
+	memmove(a->lo, a->lo + i, sizeof(int64) * (a->n - i));
+	memmove(a->hi, a->hi + i, sizeof(int64) * (a->n - i));
+	a->n -= i;
 	pfree(lo);
 	pfree(hi);
 }
@@ -660,8 +657,9 @@ load_chunk(WorkerState *ws)
 bool
 jf_feed_take_wakeups(WorkerState *ws)
 {
+	JfIdRanges *a = &ws->announced;
 	int			i;
-	int			before = nranges;
+	int			before = a->n;
 	bool		cron_changed;
 	bool		overflowed = false;
 
@@ -674,13 +672,13 @@ jf_feed_take_wakeups(WorkerState *ws)
 			continue;
 		/* one statement that spans a huge id range: a rescan is cheaper */
 		if ((uint64) r->hi - (uint64) r->lo >= (uint64) MAX_RANGE_WIDTH ||
-			nranges >= MAX_PENDING_RANGES)
+			a->n >= MAX_PENDING_RANGES)
 			overflowed = true;
 		else
 		{
-			range_lo[nranges] = r->lo;
-			range_hi[nranges] = r->hi;
-			nranges++;
+			a->lo[a->n] = r->lo;
+			a->hi[a->n] = r->hi;
+			a->n++;
 		}
 	}
 	jobflow_shared->nwake = 0;
@@ -695,7 +693,7 @@ jf_feed_take_wakeups(WorkerState *ws)
 		ws->rescan_soon = true;
 	if (ws->loaded_until_ms == PG_INT64_MIN)
 	{
-		nranges = 0;
+		a->n = 0;
 		return false;
 	}
 	if (cron_changed)
@@ -704,11 +702,11 @@ jf_feed_take_wakeups(WorkerState *ws)
 		materialize_cron(ws, jf_now_ms(), ws->loaded_until_ms, false);
 		jf_xact_commit();
 	}
-	if (nranges > before)
-		merge_ranges(before);
-	if (nranges > 0)
+	if (a->n > before)
+		merge_ranges(a, before);
+	if (a->n > 0)
 		load_chunk(ws);
-	return nranges > 0;
+	return a->n > 0;
 }
 
 /*
@@ -737,14 +735,14 @@ jf_feed_housekeeping(WorkerState *ws, int64 now_ms)
 
 	{
 		int64	   *orphans;
-		int			norphans = jf_log_writer_orphans(&orphans);
+		int			norphans = jf_log_writer_orphans(ws->log, &orphans);
 
 		/* forgotten only once rescued: an error keeps them for next time */
 		if (norphans > 0)
 		{
 			jf_feed_rescue_running(ws, orphans, norphans,
 								"the worker could not record the outcome of this attempt");
-			jf_log_writer_forget_orphans(norphans);
+			jf_log_writer_forget_orphans(ws->log, norphans);
 			rescued = true;
 		}
 	}

@@ -49,13 +49,6 @@ static const char *const outcome_names[] = {
 /* finished tasks announced per NOTIFY jobflow_outcome */
 #define OUTCOMES_PER_NOTIFY 200
 
-static MemoryContext buffer_cxt = NULL;
-static OutcomeRow *rows = NULL;
-static int	nrows = 0;
-static int	maxrows = 0;
-static int64 first_buffered_ms = 0;
-static SPIPlanPtr write_plan = NULL;
-
 /* the ids a flush held back, as its statements report them */
 typedef struct HeldIds
 {
@@ -64,21 +57,35 @@ typedef struct HeldIds
 	int			max;
 } HeldIds;
 
-/* outcomes held back by others' row locks: rows[0 .. nheld) after a flush */
+/* outcomes held back by others' row locks are tried again after this */
 #define LOCKED_RETRY_MS 500
-static int	nheld = 0;
-static int64 held_retry_ms = 0;
 
-/* tasks whose outcome row could not be written, for the next rescue */
-static int64 *orphans = NULL;
-static int	norphans = 0;
-static int	maxorphans = 0;
-
-void
-jf_log_writer_init(void)
+/* The log writer's state: the buffer, its plan, held rows and orphans. */
+struct JfLogWriter
 {
-	buffer_cxt = AllocSetContextCreate(TopMemoryContext, "jobflow log buffer",
-									   ALLOCSET_DEFAULT_SIZES);
+	MemoryContext buffer_cxt;	/* the rows and what they point to */
+	OutcomeRow *rows;
+	int			nrows;
+	int			maxrows;
+	int64		first_buffered_ms;
+	SPIPlanPtr	write_plan;
+	/* outcomes held back by others' row locks: rows[0 .. nheld) after a flush */
+	int			nheld;
+	int64		held_retry_ms;
+	/* tasks whose outcome row could not be written, for the next rescue */
+	int64	   *orphans;
+	int			norphans;
+	int			maxorphans;
+};
+
+JfLogWriter *
+jf_log_writer_create(void)
+{
+	JfLogWriter *lw = MemoryContextAllocZero(TopMemoryContext, sizeof(JfLogWriter));
+
+	lw->buffer_cxt = AllocSetContextCreate(TopMemoryContext, "jobflow log buffer",
+										   ALLOCSET_DEFAULT_SIZES);
+	return lw;
 }
 
 /* Valid text in the database encoding, whatever the receiver sent. */
@@ -113,25 +120,25 @@ sanitize_text(const char *s, size_t len)
 
 /* Copy an outcome into the buffer; it is written by a later flush. */
 void
-jf_log_writer_add(const OutcomeRow *row)
+jf_log_writer_add(JfLogWriter *lw, const OutcomeRow *row)
 {
-	MemoryContext old = MemoryContextSwitchTo(buffer_cxt);
+	MemoryContext old = MemoryContextSwitchTo(lw->buffer_cxt);
 	OutcomeRow *r;
 
-	if (nrows == maxrows)
+	if (lw->nrows == lw->maxrows)
 	{
-		maxrows = Max(64, maxrows * 2);
-		rows = rows ? repalloc(rows, sizeof(OutcomeRow) * maxrows)
-			: palloc(sizeof(OutcomeRow) * maxrows);
+		lw->maxrows = Max(64, lw->maxrows * 2);
+		lw->rows = lw->rows ? repalloc(lw->rows, sizeof(OutcomeRow) * lw->maxrows)
+			: palloc(sizeof(OutcomeRow) * lw->maxrows);
 	}
-	r = &rows[nrows++];
+	r = &lw->rows[lw->nrows++];
 	*r = *row;
 	r->error = row->error ? sanitize_text(row->error, strlen(row->error)) : NULL;
 	r->response = row->response ? sanitize_text(row->response, row->response_len) : NULL;
-	if (nrows == nheld + 1)
-		first_buffered_ms = jf_now_ms();
+	if (lw->nrows == lw->nheld + 1)
+		lw->first_buffered_ms = jf_now_ms();
 	MemoryContextSwitchTo(old);
-	pg_atomic_write_u64(&jobflow_shared->buffered_rows, nrows);
+	pg_atomic_write_u64(&jobflow_shared->buffered_rows, lw->nrows);
 }
 
 /*
@@ -139,13 +146,13 @@ jf_log_writer_add(const OutcomeRow *row)
  * running, so a claim made now would miss it.
  */
 bool
-jf_log_writer_has_retry(int64 id)
+jf_log_writer_has_retry(JfLogWriter *lw, int64 id)
 {
 	int			i;
 
-	for (i = 0; i < nrows; i++)
+	for (i = 0; i < lw->nrows; i++)
 	{
-		if (rows[i].id == id && rows[i].outcome == OUTCOME_RETRY)
+		if (lw->rows[i].id == id && lw->rows[i].outcome == OUTCOME_RETRY)
 			return true;
 	}
 	return false;
@@ -153,37 +160,37 @@ jf_log_writer_has_retry(int64 id)
 
 /* Whether task id has an outcome waiting in the buffer. */
 bool
-jf_log_writer_holds(int64 id)
+jf_log_writer_holds(JfLogWriter *lw, int64 id)
 {
 	int			i;
 
-	for (i = 0; i < nrows; i++)
+	for (i = 0; i < lw->nrows; i++)
 	{
-		if (rows[i].id == id)
+		if (lw->rows[i].id == id)
 			return true;
 	}
 	return false;
 }
 
 int
-jf_log_writer_buffered(void)
+jf_log_writer_buffered(JfLogWriter *lw)
 {
-	return nrows;
+	return lw->nrows;
 }
 
 /* When the oldest buffered row must be written; INT64_MAX when none. */
 int64
-jf_log_writer_deadline(void)
+jf_log_writer_deadline(JfLogWriter *lw)
 {
-	if (nrows == 0)
+	if (lw->nrows == 0)
 		return PG_INT64_MAX;
-	if (nrows == nheld)
-		return held_retry_ms;
-	if (nrows - nheld >= jobflow_log_batch_size)
+	if (lw->nrows == lw->nheld)
+		return lw->held_retry_ms;
+	if (lw->nrows - lw->nheld >= jobflow_log_batch_size)
 		return 0;
-	if (nheld > 0)
-		return Min(first_buffered_ms + jobflow_log_flush_ms, held_retry_ms);
-	return first_buffered_ms + jobflow_log_flush_ms;
+	if (lw->nheld > 0)
+		return Min(lw->first_buffered_ms + jobflow_log_flush_ms, lw->held_retry_ms);
+	return lw->first_buffered_ms + jobflow_log_flush_ms;
 }
 
 static ArrayType *
@@ -200,7 +207,7 @@ make_array(Datum *elems, bool *nulls, int n, Oid type)
 }
 
 static void
-prepare_plans(void)
+prepare_plans(JfLogWriter *lw)
 {
 	Oid			types[13] = {INT8ARRAYOID, INT4ARRAYOID, OIDARRAYOID, TIMESTAMPTZARRAYOID,
 		TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID, INT4ARRAYOID, TEXTARRAYOID,
@@ -214,7 +221,7 @@ prepare_plans(void)
 	 * notification (each "<id>:<state>" takes at most 30 bytes, far below
 	 * the 8000-byte limit of a payload).  Returns the held ids.
 	 */
-	write_plan = SPI_prepare(
+	lw->write_plan = SPI_prepare(
 		"WITH held AS MATERIALIZED ("
 		"  SELECT h.id FROM pg_catalog.unnest($1) AS h(id)"
 		"   WHERE NOT EXISTS (SELECT FROM jobflow.tasks t WHERE t.id = h.id"
@@ -257,9 +264,9 @@ prepare_plans(void)
 		"   GROUP BY f.chunk)"
 		" SELECT (SELECT pg_catalog.count(*) FROM l), (SELECT pg_catalog.count(*) FROM n),"
 		"        ARRAY(SELECT held.id FROM held)", 13, types);
-	if (write_plan == NULL)
+	if (lw->write_plan == NULL)
 		elog(ERROR, "could not prepare the outcome write: %s", SPI_result_code_string(SPI_result));
-	SPI_keepplan(write_plan);
+	SPI_keepplan(lw->write_plan);
 }
 
 static inline Datum
@@ -281,7 +288,7 @@ ts_or_null(TimestampTz ts, bool present, bool *isnull)
  * it held back are added to held.
  */
 static void
-write_rows(int from, int n, HeldIds *held)
+write_rows(JfLogWriter *lw, int from, int n, HeldIds *held)
 {
 	static const Oid elemtypes[13] = {INT8OID, INT4OID, OIDOID, TIMESTAMPTZOID,
 		TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TEXTOID, TEXTOID, TEXTOID,
@@ -303,7 +310,7 @@ write_rows(int from, int n, HeldIds *held)
 	}
 	for (i = 0; i < n; i++)
 	{
-		OutcomeRow *r = &rows[from + i];
+		OutcomeRow *r = &lw->rows[from + i];
 
 		e[0][i] = Int64GetDatum(r->id);
 		e[1][i] = Int32GetDatum(r->attempt);
@@ -324,7 +331,7 @@ write_rows(int from, int n, HeldIds *held)
 	for (c = 0; c < 13; c++)
 		v[c] = PointerGetDatum(make_array(e[c], nl[c], n, elemtypes[c]));
 
-	ret = SPI_execute_plan(write_plan, v, NULL, false, 0);
+	ret = SPI_execute_plan(lw->write_plan, v, NULL, false, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "outcome write failed: %s", SPI_result_code_string(ret));
 	jf_xact_count_statements(1);
@@ -348,7 +355,7 @@ write_rows(int from, int n, HeldIds *held)
  * false, leaving the outer transaction usable.
  */
 static bool
-try_write_rows(int from, int n, HeldIds *held)
+try_write_rows(JfLogWriter *lw, int from, int n, HeldIds *held)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -358,7 +365,7 @@ try_write_rows(int from, int n, HeldIds *held)
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		write_rows(from, n, held);
+		write_rows(lw, from, n, held);
 		ReleaseCurrentSubTransaction();
 	}
 	PG_CATCH();
@@ -371,7 +378,7 @@ try_write_rows(int from, int n, HeldIds *held)
 		RollbackAndReleaseCurrentSubTransaction();
 		ereport(WARNING,
 				(errmsg("jobflow could not write %d outcome row(s) starting with task %lld: %s",
-						n, (long long) rows[from].id, edata->message)));
+						n, (long long) lw->rows[from].id, edata->message)));
 		FreeErrorData(edata);
 		ok = false;
 	}
@@ -382,31 +389,31 @@ try_write_rows(int from, int n, HeldIds *held)
 }
 
 static void
-add_orphan(int64 id)
+add_orphan(JfLogWriter *lw, int64 id)
 {
-	if (norphans == maxorphans)
+	if (lw->norphans == lw->maxorphans)
 	{
-		maxorphans = Max(16, maxorphans * 2);
-		orphans = orphans ? repalloc(orphans, sizeof(int64) * maxorphans)
-			: MemoryContextAlloc(TopMemoryContext, sizeof(int64) * maxorphans);
+		lw->maxorphans = Max(16, lw->maxorphans * 2);
+		lw->orphans = lw->orphans ? repalloc(lw->orphans, sizeof(int64) * lw->maxorphans)
+			: MemoryContextAlloc(TopMemoryContext, sizeof(int64) * lw->maxorphans);
 	}
-	orphans[norphans++] = id;
+	lw->orphans[lw->norphans++] = id;
 }
 
 /* The tasks whose outcome could not be written, oldest first. */
 int
-jf_log_writer_orphans(int64 **ids)
+jf_log_writer_orphans(JfLogWriter *lw, int64 **ids)
 {
-	*ids = orphans;
-	return norphans;
+	*ids = lw->orphans;
+	return lw->norphans;
 }
 
 /* The first n orphans were rescued. */
 void
-jf_log_writer_forget_orphans(int n)
+jf_log_writer_forget_orphans(JfLogWriter *lw, int n)
 {
-	memmove(orphans, orphans + n, sizeof(int64) * (norphans - n));
-	norphans -= n;
+	memmove(lw->orphans, lw->orphans + n, sizeof(int64) * (lw->norphans - n));
+	lw->norphans -= n;
 }
 
 /*
@@ -415,23 +422,23 @@ jf_log_writer_forget_orphans(int n)
  * deletes it with its parent.  Sets *n to their number.
  */
 static OutcomeRow *
-copy_held(HeldIds *held, MemoryContext *cxt, int *n)
+copy_held(JfLogWriter *lw, HeldIds *held, MemoryContext *cxt, int *n)
 {
 	OutcomeRow *copy;
 	int			i;
 
 	qsort(held->ids, held->n, sizeof(int64), jf_compare_int64);
-	*cxt = AllocSetContextCreate(buffer_cxt, "jobflow log buffer", ALLOCSET_DEFAULT_SIZES);
+	*cxt = AllocSetContextCreate(lw->buffer_cxt, "jobflow log buffer", ALLOCSET_DEFAULT_SIZES);
 	copy = MemoryContextAlloc(*cxt, sizeof(OutcomeRow) * Max(64, held->n));
 	*n = 0;
-	for (i = 0; i < nrows; i++)
+	for (i = 0; i < lw->nrows; i++)
 	{
 		OutcomeRow *r;
 
-		if (!bsearch(&rows[i].id, held->ids, held->n, sizeof(int64), jf_compare_int64))
+		if (!bsearch(&lw->rows[i].id, held->ids, held->n, sizeof(int64), jf_compare_int64))
 			continue;
 		r = &copy[(*n)++];
-		*r = rows[i];
+		*r = lw->rows[i];
 		if (r->error)
 			r->error = MemoryContextStrdup(*cxt, r->error);
 		if (r->response)
@@ -445,11 +452,11 @@ copy_held(HeldIds *held, MemoryContext *cxt, int *n)
  * another transaction holds locked (see the file header).
  */
 void
-jf_log_writer_flush(void)
+jf_log_writer_flush(JfLogWriter *lw)
 {
 	TimestampTz flush_start;
 	int			i;
-	uint64		written = nrows;
+	uint64		written = lw->nrows;
 	int64	   *failed;
 	int			nfailed = 0;
 	HeldIds		held = {NULL, 0, 0};
@@ -457,16 +464,16 @@ jf_log_writer_flush(void)
 	OutcomeRow *kept = NULL;
 	int			nkept = 0;
 
-	if (nrows == 0)
+	if (lw->nrows == 0)
 		return;
 	flush_start = GetCurrentTimestamp();
 	jf_xact_begin("jobflow: write outcomes");
 	jf_xact_by_id_only();
-	if (write_plan == NULL)
-		prepare_plans();
+	if (lw->write_plan == NULL)
+		prepare_plans(lw);
 	/* outlives the transaction; goes with the buffer below */
-	failed = MemoryContextAlloc(buffer_cxt, sizeof(int64) * nrows);
-	if (!try_write_rows(0, nrows, &held))
+	failed = MemoryContextAlloc(lw->buffer_cxt, sizeof(int64) * lw->nrows);
+	if (!try_write_rows(lw, 0, lw->nrows, &held))
 	{
 		/*
 		 * One by one: a row that still fails is reported and its task,
@@ -475,17 +482,17 @@ jf_log_writer_flush(void)
 		 */
 		written = 0;
 		held.n = 0;
-		for (i = 0; i < nrows; i++)
+		for (i = 0; i < lw->nrows; i++)
 		{
-			if (try_write_rows(i, 1, &held))
+			if (try_write_rows(lw, i, 1, &held))
 				written++;
 			else
-				failed[nfailed++] = rows[i].id;
+				failed[nfailed++] = lw->rows[i].id;
 		}
 	}
 	if (held.n > 0)
 	{
-		kept = copy_held(&held, &held_cxt, &nkept);
+		kept = copy_held(lw, &held, &held_cxt, &nkept);
 		written -= nkept;
 	}
 	jf_fault("flush");
@@ -497,14 +504,14 @@ jf_log_writer_flush(void)
 	 * from here on would have the next flush write them again.  Their
 	 * memory goes with the buffer's context below (or at the next flush).
 	 */
-	nheld = nkept;
-	nrows = nkept;
-	maxrows = nkept > 0 ? Max(64, nkept) : 0;
-	rows = kept;
-	pg_atomic_write_u64(&jobflow_shared->buffered_rows, nrows);
+	lw->nheld = nkept;
+	lw->nrows = nkept;
+	lw->maxrows = nkept > 0 ? Max(64, nkept) : 0;
+	lw->rows = kept;
+	pg_atomic_write_u64(&jobflow_shared->buffered_rows, lw->nrows);
 	jf_fault("after_flush");
 	for (i = 0; i < nfailed; i++)
-		add_orphan(failed[i]);
+		add_orphan(lw, failed[i]);
 
 	pg_atomic_fetch_add_u64(&jobflow_shared->flushes, 1);
 	pg_atomic_fetch_add_u64(&jobflow_shared->flushed_rows, written);
@@ -512,12 +519,12 @@ jf_log_writer_flush(void)
 	if (held_cxt != NULL)
 	{
 		MemoryContextSetParent(held_cxt, TopMemoryContext);
-		MemoryContextDelete(buffer_cxt);
-		buffer_cxt = held_cxt;
-		held_retry_ms = jf_now_ms() + LOCKED_RETRY_MS;
+		MemoryContextDelete(lw->buffer_cxt);
+		lw->buffer_cxt = held_cxt;
+		lw->held_retry_ms = jf_now_ms() + LOCKED_RETRY_MS;
 	}
 	else
-		MemoryContextReset(buffer_cxt);
+		MemoryContextReset(lw->buffer_cxt);
 }
 
 /*
@@ -525,13 +532,13 @@ jf_log_writer_flush(void)
  * that no longer exist, and their ids may already name new tasks.
  */
 void
-jf_log_writer_discard(void)
+jf_log_writer_discard(JfLogWriter *lw)
 {
-	nrows = 0;
-	nheld = 0;
-	maxrows = 0;
-	rows = NULL;
-	MemoryContextReset(buffer_cxt);
-	norphans = 0;
+	lw->nrows = 0;
+	lw->nheld = 0;
+	lw->maxrows = 0;
+	lw->rows = NULL;
+	MemoryContextReset(lw->buffer_cxt);
+	lw->norphans = 0;
 	pg_atomic_write_u64(&jobflow_shared->buffered_rows, 0);
 }

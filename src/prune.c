@@ -59,33 +59,45 @@
 #define PRUNE_SHARE			4
 #define MARK_RESET_MS		(3600 * 1000)
 
-static int64 due_ms = 0;		/* the next batch may run from then on */
-static int64 try_ms = 0;		/* waiting for a gap: look again then */
-static bool backlog = false;	/* the last batch was full */
+/* The pruner's state: its pace, and its mark. */
+struct JfPrune
+{
+	int64		due_ms;			/* the next batch may run from then on */
+	int64		try_ms;			/* waiting for a gap: look again then */
+	bool		backlog;		/* the last batch was full */
+	/* where the default part goes on from, with queue retentions set */
+	TimestampTz mark_at;
+	int64		mark_id;
+	int64		mark_reset_ms;
+};
 
-/* where the default part goes on from, with queue retentions set */
-static TimestampTz mark_at = DT_NOBEGIN;
-static int64 mark_id = 0;
-static int64 mark_reset_ms = 0;
+JfPrune *
+jf_prune_create(MemoryContext cxt)
+{
+	JfPrune    *p = MemoryContextAllocZero(cxt, sizeof(JfPrune));
+
+	TIMESTAMP_NOBEGIN(p->mark_at);
+	return p;
+}
 
 /* The default part starts from the oldest finished task again. */
 void
-jf_prune_reset_mark(void)
+jf_prune_reset_mark(JfPrune *p)
 {
-	TIMESTAMP_NOBEGIN(mark_at);
-	mark_id = 0;
-	mark_reset_ms = jf_now_ms() + MARK_RESET_MS;
+	TIMESTAMP_NOBEGIN(p->mark_at);
+	p->mark_id = 0;
+	p->mark_reset_ms = jf_now_ms() + MARK_RESET_MS;
 }
 
 /* Whether anything is to be pruned at all. */
 static bool
-prune_enabled(void)
+prune_enabled(WorkerState *ws)
 {
 	bool		positive;
 
 	if (jobflow_retention_s > 0)
 		return true;
-	(void) jf_queues_retention_overrides(&positive);
+	(void) jf_queues_retention_overrides(ws, &positive);
 	return positive;
 }
 
@@ -94,11 +106,13 @@ prune_enabled(void)
  * remains, else at the next look.  Infinity when retention is off.
  */
 int64
-jf_prune_deadline(void)
+jf_prune_deadline(WorkerState *ws)
 {
-	if (!prune_enabled())
+	JfPrune    *p = ws->prune;
+
+	if (!prune_enabled(ws))
 		return INT64_MAX;
-	return Max(due_ms, try_ms);
+	return Max(p->due_ms, p->try_ms);
 }
 
 /*
@@ -109,7 +123,7 @@ jf_prune_deadline(void)
  * values: jobflow.retention (s), the batch size, the mark.
  */
 static int64
-prune_with_queues(Datum *values, Oid *types, int64 *logs, bool *full)
+prune_with_queues(JfPrune *p, Datum *values, Oid *types, int64 *logs, bool *full)
 {
 	TupleDesc	desc;
 	HeapTuple	tup;
@@ -168,8 +182,8 @@ prune_with_queues(Datum *values, Oid *types, int64 *logs, bool *full)
 	d = SPI_getbinval(tup, desc, 3, &isnull);
 	if (!isnull)
 	{
-		mark_at = DatumGetTimestampTz(d);
-		mark_id = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
+		p->mark_at = DatumGetTimestampTz(d);
+		p->mark_id = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
 	}
 	return DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
 }
@@ -184,6 +198,7 @@ prune_with_queues(Datum *values, Oid *types, int64 *logs, bool *full)
 void
 jf_prune_turn(WorkerState *ws)
 {
+	JfPrune    *p = ws->prune;
 	int64		now_ms = jf_now_ms();
 	TimestampTz start;
 	int64		took_us;
@@ -193,20 +208,20 @@ jf_prune_turn(WorkerState *ws)
 	int64		tasks;
 	int64		logs;
 	bool		positive;
-	bool		overrides = jf_queues_retention_overrides(&positive);
+	bool		overrides = jf_queues_retention_overrides(ws, &positive);
 	bool		full = false;
 
-	if (!prune_enabled() || now_ms < Max(due_ms, try_ms))
+	if (!prune_enabled(ws) || now_ms < Max(p->due_ms, p->try_ms))
 		return;
-	if (!backlog &&
+	if (!p->backlog &&
 		(jf_http_queued(ws->http) > 0 ||
 		 jf_wheel_next_deadline(ws->wheel) < now_ms + PRUNE_SLACK_MS) &&
-		now_ms < due_ms + PRUNE_MAX_DEFER_MS)
+		now_ms < p->due_ms + PRUNE_MAX_DEFER_MS)
 	{
-		try_ms = now_ms + 1;
+		p->try_ms = now_ms + 1;
 		return;
 	}
-	try_ms = 0;
+	p->try_ms = 0;
 	start = GetCurrentTimestamp();
 
 	jf_xact_begin("jobflow: pruning finished tasks");
@@ -215,11 +230,11 @@ jf_prune_turn(WorkerState *ws)
 	values[1] = Int32GetDatum(jobflow_prune_batch_size);
 	if (overrides)
 	{
-		if (now_ms >= mark_reset_ms)
-			jf_prune_reset_mark();
-		values[2] = TimestampTzGetDatum(mark_at);
-		values[3] = Int64GetDatum(mark_id);
-		tasks = prune_with_queues(values, types, &logs, &full);
+		if (now_ms >= p->mark_reset_ms)
+			jf_prune_reset_mark(p);
+		values[2] = TimestampTzGetDatum(p->mark_at);
+		values[3] = Int64GetDatum(p->mark_id);
+		tasks = prune_with_queues(p, values, types, &logs, &full);
 	}
 	else if (SPI_execute_with_args(
 							  "WITH doomed AS ("
@@ -253,8 +268,8 @@ jf_prune_turn(WorkerState *ws)
 	/* a full batch says more are waiting: come back soon, within the share */
 	now_ms = jf_now_ms();
 	took_us = GetCurrentTimestamp() - start;
-	backlog = full || tasks >= jobflow_prune_batch_size;
-	due_ms = backlog ?
+	p->backlog = full || tasks >= jobflow_prune_batch_size;
+	p->due_ms = p->backlog ?
 		now_ms + Max((int64) 1, ((PRUNE_SHARE - 1) * took_us + 999) / 1000) :
 		now_ms + jobflow_reconcile_ms;
 }

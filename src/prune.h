@@ -10,8 +10,11 @@
 
 #include "worker.h"
 
-extern int64 jf_prune_deadline(void);
+typedef struct JfPrune JfPrune;
+
+extern JfPrune *jf_prune_create(MemoryContext cxt);
+extern int64 jf_prune_deadline(WorkerState *ws);
 extern void jf_prune_turn(WorkerState *ws);
-extern void jf_prune_reset_mark(void);
+extern void jf_prune_reset_mark(JfPrune *p);
 
 #endif							/* JOBFLOW_PRUNE_H */

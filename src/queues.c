@@ -37,20 +37,12 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "prune.h"
 #include "queues.h"
 
 #include <math.h>
 
 #define MAX_CONCURRENT_LIMIT 1000000
 #define PRIORITY_LIMIT 1000
-
-/* the worker's view: what it last read, and whether any retention is set */
-static uint64 seen_version = 0;
-static uint32 seen_generation = 0;
-static bool loaded = false;
-static bool any_retention = false;
-static bool any_positive_retention = false;
 
 /*
  * The owner of the queue a function acts on: the caller by default.
@@ -274,7 +266,7 @@ jobflow_drop_queue(PG_FUNCTION_ARGS)
  * read before the table, so a commit after the read is read next turn.
  * An error leaves the version unseen: the next turn reads again.
  */
-void
+bool
 jf_queues_refresh(WorkerState *ws, bool force)
 {
 	uint64		version = pg_atomic_read_u64(&jobflow_shared->queues_version);
@@ -283,9 +275,11 @@ jf_queues_refresh(WorkerState *ws, bool force)
 	uint64		i;
 	bool		retention = false;
 	bool		positive = false;
+	bool		reset_mark;
 
-	if (loaded && !force && version == seen_version && generation == seen_generation)
-		return;
+	if (ws->queues.loaded && !force && version == ws->queues.seen_version &&
+		generation == ws->queues.seen_generation)
+		return false;
 	jf_xact_begin("jobflow: reading queue settings");
 	jf_fair_reset_queues(ws->fair);
 	nsp = get_namespace_oid("jobflow", true);
@@ -328,15 +322,15 @@ jf_queues_refresh(WorkerState *ws, bool force)
 	}
 	jf_xact_commit();
 	/* tasks the default retention passed over may be due for pruning now */
-	if (retention != any_retention || retention)
-		jf_prune_reset_mark();
-	any_retention = retention;
-	any_positive_retention = positive;
-	seen_version = version;
-	seen_generation = generation;
-	loaded = true;
+	reset_mark = retention != ws->queues.any_retention || retention;
+	ws->queues.any_retention = retention;
+	ws->queues.any_positive_retention = positive;
+	ws->queues.seen_version = version;
+	ws->queues.seen_generation = generation;
+	ws->queues.loaded = true;
 	/* a resumed queue's parked tasks go now */
 	SetLatch(MyLatch);
+	return reset_mark;
 }
 
 /*
@@ -344,8 +338,8 @@ jf_queues_refresh(WorkerState *ws, bool force)
  * prunes (not 0, keep everything).
  */
 bool
-jf_queues_retention_overrides(bool *positive)
+jf_queues_retention_overrides(WorkerState *ws, bool *positive)
 {
-	*positive = any_positive_retention;
-	return any_retention;
+	*positive = ws->queues.any_positive_retention;
+	return ws->queues.any_retention;
 }

@@ -10,10 +10,13 @@
 
 #include "worker.h"
 
-/* Read jobflow.queues into the fair share if it changed (or force). */
-extern void jf_queues_refresh(WorkerState *ws, bool force);
+/*
+ * Read jobflow.queues into the fair share if it changed (or force); true
+ * when retentions are set or were: the pruner starts its mark over.
+ */
+extern bool jf_queues_refresh(WorkerState *ws, bool force);
 
 /* Whether a queue has a retention of its own; *positive: one that prunes. */
-extern bool jf_queues_retention_overrides(bool *positive);
+extern bool jf_queues_retention_overrides(WorkerState *ws, bool *positive);
 
 #endif							/* JOBFLOW_QUEUES_H */

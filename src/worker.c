@@ -240,7 +240,7 @@ shut_down(WorkerState *ws, WaitEventSet *wes)
 		jf_dispatch_collect(ws);
 	}
 	jf_dispatch_abandon(ws);
-	jf_log_writer_flush();
+	jf_log_writer_flush(ws->log);
 	ereport(LOG, (errmsg("jobflow worker stopped")));
 }
 
@@ -258,7 +258,7 @@ serve_again(WorkerState *ws)
 	ereport(LOG,
 			(errmsg("jobflow worker lost extension jobflow in database \"%s\" (DROP EXTENSION); it forgets the outcomes of its requests in flight",
 					worker_dbname)));
-	jf_log_writer_discard();
+	jf_log_writer_discard(ws->log);
 	jf_feed_forget_all(ws);
 	ws->loaded_until_ms = PG_INT64_MIN;
 	ws->next_housekeeping_ms = 0;
@@ -378,7 +378,8 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		jf_dispatch_collect(ws);
 		if (jf_guard_roles_changed())
 			jf_guard_sweep_roles();
-		jf_queues_refresh(ws, false);
+		if (jf_queues_refresh(ws, false))
+			jf_prune_reset_mark(ws->prune);
 		/* paused: the wheel's deadlines do not wake the loop */
 		paused = dispatch_paused(ws);
 		if (!paused)
@@ -386,26 +387,25 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		if (jf_now_ms() >= ws->next_housekeeping_ms ||
 			(ws->rescan_soon && jf_now_ms() >= ws->last_housekeeping_ms + RESCAN_SOON_MS))
 			jf_feed_housekeeping(ws, jf_now_ms());
-		if (jf_now_ms() >= jf_log_writer_deadline())
-			jf_log_writer_flush();
-		if (ws->strays_suspected && jf_now_ms() >= ws->strays_retry_ms)
+		if (jf_now_ms() >= jf_log_writer_deadline(ws->log))
+			jf_log_writer_flush(ws->log);
+		if (jf_now_ms() >= ws->strays_look_ms)
 			jf_dispatch_rescue_strays(ws);
-		if (jf_now_ms() >= jf_prune_deadline())
+		if (jf_now_ms() >= jf_prune_deadline(ws))
 			jf_prune_turn(ws);
 		publish_stats(ws);
 		if (jf_http_in_flight(ws->http) + jf_http_queued(ws->http) > 0)
 			busy = true;
-		else if (busy && jf_log_writer_buffered() == 0)
+		else if (busy && jf_log_writer_buffered(ws->log) == 0)
 		{
 			release_memory();
 			busy = false;
 		}
 
-		deadline = Min(ws->next_housekeeping_ms, jf_log_writer_deadline());
-		deadline = Min(deadline, jf_prune_deadline());
+		deadline = Min(ws->next_housekeeping_ms, jf_log_writer_deadline(ws->log));
+		deadline = Min(deadline, jf_prune_deadline(ws));
 		deadline = Min(deadline, jf_metrics_hosts_deadline(ws->fair));
-		if (ws->strays_suspected)
-			deadline = Min(deadline, ws->strays_retry_ms);
+		deadline = Min(deadline, ws->strays_look_ms);
 		if (ws->rescan_soon)
 			deadline = Min(deadline, ws->last_housekeeping_ms + RESCAN_SOON_MS);
 		if (more_due || (!paused && jf_dispatch_room_freed(ws)))
@@ -447,7 +447,8 @@ start_serving(WorkerState *ws)
 	raise_fd_limit();
 	if (ws->http == NULL)
 		jf_dispatch_init(ws);
-	jf_queues_refresh(ws, true);
+	if (jf_queues_refresh(ws, true))
+		jf_prune_reset_mark(ws->prune);
 	jf_fault("startup");
 	jf_feed_rescue_running(ws, NULL, 0, NULL);
 	jf_feed_housekeeping(ws, jf_now_ms());
@@ -505,7 +506,7 @@ recover_from_error(WorkerState *ws)
 	ws->rescan_soon = true;
 	ws->full_rescan_soon = true;
 	if (!lock_wait)
-		ws->strays_suspected = true;
+		ws->strays_look_ms = 0;		/* at once */
 	if (starting)
 	{
 		/* not serving yet: try again, calmly, for as long as it takes */
@@ -573,7 +574,9 @@ jobflow_worker_main(Datum main_arg)
 	ws.turn_cxt = AllocSetContextCreate(TopMemoryContext, "jobflow worker turn",
 										ALLOCSET_DEFAULT_SIZES);
 	jf_feed_init(&ws);
-	jf_log_writer_init();
+	ws.log = jf_log_writer_create();
+	ws.prune = jf_prune_create(ws.cxt);
+	ws.strays_look_ms = INT64_MAX;
 	/* occurrences that fell due while the server was down are the missed ones */
 	jobflow_cron_missed_before = PgStartTime;
 

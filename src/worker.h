@@ -87,6 +87,26 @@ typedef struct InFlight
 
 struct taskmap_hash;
 
+/* id ranges announced at commit and not loaded yet, kept across turns */
+typedef struct JfIdRanges
+{
+	int64	   *lo;
+	int64	   *hi;
+	int			n;
+} JfIdRanges;
+
+/* the worker's view of jobflow.queues: what it last read (queues.c) */
+typedef struct JfQueuesView
+{
+	uint64		seen_version;
+	uint32		seen_generation;
+	bool		loaded;
+	bool		any_retention;	/* some queue has a retention of its own */
+	bool		any_positive_retention; /* ... one that prunes */
+} JfQueuesView;
+
+struct JfPrune;
+
 typedef struct WorkerState
 {
 	MemoryContext cxt;			/* long-lived allocations */
@@ -95,12 +115,18 @@ typedef struct WorkerState
 	struct taskmap_hash *map;	/* task id -> wheel handle */
 	JfHttp	   *http;
 	JfFair	   *fair;			/* due tasks parked per (owner, origin) */
+	struct JfLogWriter *log;	/* outcomes waiting to be written */
+	struct JfDispatch *dispatch;	/* requests claimed and in flight */
+	struct JfPrune *prune;		/* when the next batch of pruning goes */
+	JfQueuesView queues;
 	int64		loaded_until_ms;	/* pending tasks due before are in the wheel */
+	JfIdRanges	announced;		/* ... and these ids too, once loaded (feed.c) */
 	int64		next_housekeeping_ms;
 	int64		last_housekeeping_ms;
 	int64		next_full_rescan_ms;	/* overdue tasks of any age rescanned */
-	bool		strays_suspected;	/* an ERROR may have left some */
-	int64		strays_retry_ms;	/* ... look for them from then on */
+	int64		strays_look_ms;	/* look for stray running tasks from then on
+								 * (an ERROR may have left some); INT64_MAX:
+								 * none suspected */
 	bool		rescan_soon;	/* notifications were dropped: rescan early */
 	bool		full_rescan_soon;	/* an error: overdue tasks of any age too */
 	bool		stopping;		/* SIGTERM: claim nothing new */
@@ -123,6 +149,8 @@ extern void jf_feed_recheck(WorkerState *ws, Datum ids, int64 now_ms);
 extern uint64 jf_feed_map_memory(WorkerState *ws);
 
 /* dispatch.c: due tasks -> claim -> HTTP -> outcomes */
+typedef struct JfDispatch JfDispatch;
+
 extern void jf_dispatch_init(WorkerState *ws);
 extern void jf_dispatch_reconfigure(WorkerState *ws);
 extern bool jf_dispatch_due(WorkerState *ws, int64 now_ms);
@@ -130,7 +158,6 @@ extern bool jf_dispatch_room_freed(WorkerState *ws);
 extern void jf_dispatch_collect(WorkerState *ws);
 extern void jf_dispatch_abandon(WorkerState *ws);
 extern void jf_dispatch_recover(WorkerState *ws);
-extern int	jf_dispatch_in_flight_ids(int64 **ids);
 extern void jf_dispatch_rescue_strays(WorkerState *ws);
 extern int64 jf_dispatch_deadline(WorkerState *ws);
 
@@ -162,16 +189,18 @@ typedef struct OutcomeRow
 	size_t		response_len;
 } OutcomeRow;
 
-extern void jf_log_writer_init(void);
-extern void jf_log_writer_add(const OutcomeRow *row);
-extern int	jf_log_writer_buffered(void);
-extern bool jf_log_writer_has_retry(int64 id);
-extern bool jf_log_writer_holds(int64 id);
-extern int	jf_log_writer_orphans(int64 **ids);
-extern void jf_log_writer_forget_orphans(int n);
-extern int64 jf_log_writer_deadline(void);
-extern void jf_log_writer_flush(void);
-extern void jf_log_writer_discard(void);
+typedef struct JfLogWriter JfLogWriter;
+
+extern JfLogWriter *jf_log_writer_create(void);
+extern void jf_log_writer_add(JfLogWriter *lw, const OutcomeRow *row);
+extern int	jf_log_writer_buffered(JfLogWriter *lw);
+extern bool jf_log_writer_has_retry(JfLogWriter *lw, int64 id);
+extern bool jf_log_writer_holds(JfLogWriter *lw, int64 id);
+extern int	jf_log_writer_orphans(JfLogWriter *lw, int64 **ids);
+extern void jf_log_writer_forget_orphans(JfLogWriter *lw, int n);
+extern int64 jf_log_writer_deadline(JfLogWriter *lw);
+extern void jf_log_writer_flush(JfLogWriter *lw);
+extern void jf_log_writer_discard(JfLogWriter *lw);
 
 /* worker.c */
 

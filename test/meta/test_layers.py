@@ -54,3 +54,33 @@ def test_xact_uses_no_module_above_it():
     for module in BELOW_THE_LOOP[:-1] + ["worker"]:
         above |= exported_functions(module + ".c")
     assert calls(text, above) == []
+
+
+# file-scope variables: "static <type> name[...] [= ...];" at the start of a line
+FILE_STATIC = re.compile(r"^static\s+(?!const\b)(?!inline\b)[\w\t \*]+?\b(\w+)\s*(\[[^\]]*\])?\s*(=[^;]*)?;",
+                         re.M)
+
+
+def file_statics(name):
+    return sorted(m.group(1) for m in FILE_STATIC.finditer(source(name)))
+
+
+def test_statics_are_found():
+    # the reading above finds what it must (else the check below proves nothing)
+    assert "consecutive_errors" in file_statics("worker.c")
+    assert "durable_commit" in file_statics("xact.c")
+
+
+def test_modules_below_the_loop_keep_their_state_in_what_the_worker_holds():
+    """The feeder, dispatcher, log writer, pruner and the queues' view keep
+    no state of their own in file-level variables: it is in WorkerState or
+    in a struct of the module that WorkerState points to, so the worker
+    holds all of it (issue 12, part 5)."""
+    for module in ["feed", "dispatch", "log_writer", "prune", "queues"]:
+        assert file_statics(module + ".c") == [], module
+
+
+def test_queues_and_pruner_are_not_a_circle():
+    # the pruner asks the queues' view about retentions; the queues' view
+    # tells the loop (not the pruner) that the pruner's mark must restart
+    assert '#include "prune.h"' not in source("queues.c")
