@@ -38,6 +38,7 @@ OBJS = \
 	src/cron_sql.o \
 	src/tenant_api.o \
 	src/signing.o \
+	src/prepared.o \
 	src/prune.o \
 	src/metrics.o \
 	src/fault.o

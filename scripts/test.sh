@@ -146,6 +146,7 @@ test_server() {
 	trap cluster_remove EXIT
 	cluster_start "test$label" "$port" \
 		"fsync = off" \
+		"max_prepared_transactions = 10" \
 		"jobflow.retry_backoff_base = 200ms" \
 		"jobflow.retry_backoff_max = 2s" \
 		"jobflow.reconcile_interval = 1s"

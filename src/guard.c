@@ -32,6 +32,7 @@
  *-------------------------------------------------------------------------
  */
 #include "guard.h"
+#include "prepared.h"
 
 #include "launcher.h"
 #include "worker.h"
@@ -688,6 +689,8 @@ jf_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 
 	/* DROP DATABASE and the like: the worker there goes first */
 	jf_launcher_utility_before(parsetree);
+	/* PREPARE TRANSACTION: its wake-ups are kept under its GID */
+	jf_prepared_utility_before(parsetree);
 
 	switch (nodeTag(parsetree))
 	{
@@ -735,6 +738,8 @@ jf_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 
 	/* CREATE or DROP EXTENSION, CREATE DATABASE: heard at commit */
 	jf_launcher_utility_after(parsetree);
+	/* COMMIT PREPARED: what its PREPARE kept wakes the worker now */
+	jf_prepared_utility_after(parsetree);
 
 	switch (nodeTag(parsetree))
 	{

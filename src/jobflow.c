@@ -500,6 +500,19 @@ jobflow_reader_slot(void)
 	return empty;
 }
 
+/* Set the latch of the worker serving this database, if one is attached. */
+static void
+wake_worker(JobflowShared *s)
+{
+	Latch	   *latch;
+
+	SpinLockAcquire(&s->mutex);
+	latch = s->dboid == MyDatabaseId ? s->worker_latch : NULL;
+	SpinLockRelease(&s->mutex);
+	if (latch != NULL)
+		SetLatch(latch);
+}
+
 /*
  * Hand the worker what a committed transaction needs it to load, and wake
  * it.  Runs in the commit callback, after the commit is visible: nothing
@@ -509,7 +522,6 @@ void
 jobflow_publish_wake(const int64 *lo, const int64 *hi, int n, bool cron,
 					 bool queues)
 {
-	Latch	   *latch;
 	int			i;
 	JobflowShared *s = jf_db_slot(MyDatabaseId);
 
@@ -540,11 +552,24 @@ jobflow_publish_wake(const int64 *lo, const int64 *hi, int n, bool cron,
 	if (queues)
 		pg_atomic_fetch_add_u64(&s->queues_version, 1);
 
-	SpinLockAcquire(&s->mutex);
-	latch = s->dboid == MyDatabaseId ? s->worker_latch : NULL;
-	SpinLockRelease(&s->mutex);
-	if (latch != NULL)
-		SetLatch(latch);
+	wake_worker(s);
+}
+
+/*
+ * Ask the worker for a rescan: what it must load is not known (a prepared
+ * transaction's wake-ups did not fit, prepared.c).  Nothing here may fail.
+ */
+void
+jobflow_publish_rescan(void)
+{
+	JobflowShared *s = jf_db_slot(MyDatabaseId);
+
+	if (s == NULL)
+		return;
+	SpinLockAcquire(&s->wake_mutex);
+	s->wake_overflowed = true;
+	SpinLockRelease(&s->wake_mutex);
+	wake_worker(s);
 }
 
 /*

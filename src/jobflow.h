@@ -78,6 +78,24 @@ typedef struct JfWakeRange
 } JfWakeRange;
 
 /*
+ * What a prepared transaction would have woken the worker for, kept from
+ * PREPARE TRANSACTION to COMMIT PREPARED (prepared.c).  GIDs are at most
+ * 200 bytes (GIDSIZE in access/xact.h).
+ */
+#define JF_PREPARED_MAX 16
+#define JF_GID_SIZE 200
+
+typedef struct JfPreparedWake
+{
+	Oid			dboid;			/* InvalidOid: free */
+	char		gid[JF_GID_SIZE];
+	int64		lo;				/* the ids it wrote, lo > hi: none */
+	int64		hi;
+	bool		cron;			/* it wrote cron timers */
+	bool		queues;			/* it wrote jobflow.queues */
+} JfPreparedWake;
+
+/*
  * One database's slot (launcher.c assigns them, jobflow.max_databases of
  * them).  The fields up to "incarnation" change under the launcher's lock
  * only (see launcher.c); the rest is this database's worker's, as the one
@@ -129,6 +147,9 @@ typedef struct JobflowShared
 	bool		wake_overflowed;	/* ranges were lost: rescan */
 	bool		wake_cron;		/* a cron timer changed */
 	JfWakeRange wake[JF_WAKE_RING];
+	/* prepared transactions' wake-ups, under wake_mutex (prepared.c) */
+	bool		prepared_lost;	/* one did not fit: any COMMIT PREPARED rescans */
+	JfPreparedWake prepared[JF_PREPARED_MAX];
 } JobflowShared;
 
 /* the worker's own slot (NULL in other processes: see jf_db_slot) */
@@ -144,6 +165,7 @@ extern JobflowShared *jobflow_reader_slot(void);
 extern TimestampTz jobflow_notify_before(void);
 extern void jobflow_publish_wake(const int64 *lo, const int64 *hi, int n,
 								 bool cron, bool queues);
+extern void jobflow_publish_rescan(void);
 
 /*
  * cron_sql.c: occurrences due before this are "missed" and follow their

@@ -16,6 +16,7 @@
  */
 #include "jobflow.h"
 #include "task_check.h"
+#include "prepared.h"
 #include "signing.h"
 #include "compat.h"
 
@@ -1060,11 +1061,39 @@ static int	nwake = 0;
 static bool cron_changed = false;	/* a cron timer was written */
 static bool queues_changed = false; /* jobflow.queues was written */
 static bool callback_registered = false;
+/* decided at pre-prepare, kept at prepare for COMMIT PREPARED (prepared.c) */
+static bool prepare_keep = false;
+static int64 prepare_lo;
+static int64 prepare_hi;
+static bool prepare_cron;
+static bool prepare_queues;
 
 static void
 announce_at_commit(XactEvent event, void *arg)
 {
 	int			i;
+
+	/*
+	 * A transaction to be prepared: every id it wrote (due soon or not: by
+	 * COMMIT PREPARED, later ones may be due soon too), as one range.
+	 */
+	if (event == XACT_EVENT_PRE_PREPARE)
+	{
+		prepare_keep = nannouncements > 0 || cron_changed || queues_changed;
+		prepare_lo = PG_INT64_MAX;
+		prepare_hi = PG_INT64_MIN;
+		for (i = 0; i < nannouncements; i++)
+		{
+			prepare_lo = Min(prepare_lo, announcements[i].min_id);
+			prepare_hi = Max(prepare_hi, announcements[i].max_id);
+		}
+		prepare_cron = cron_changed;
+		prepare_queues = queues_changed;
+	}
+	if (event == XACT_EVENT_PREPARE && prepare_keep)
+		jf_prepared_keep(prepare_lo, prepare_hi, prepare_cron, prepare_queues);
+	if (event == XACT_EVENT_PREPARE || event == XACT_EVENT_ABORT)
+		prepare_keep = false;
 
 	if (event == XACT_EVENT_PRE_COMMIT && nannouncements > 0)
 	{

@@ -108,3 +108,50 @@ def test_far_future_task_publishes_nothing(db, receiver):
     before = ranges(db)
     schedule(db, url, run_at_sql="now() + interval '1 hour'")
     assert ranges(db) == before
+
+
+@pytest.fixture
+def slow_rescan(db, server):
+    """The rolling rescan every 30 s (the test cluster's is 1 s): a task it
+    would have to find fires that late, so a test sees the wake-up alone."""
+    server.set_guc(db, "jobflow.reconcile_interval", "30s")
+    time.sleep(0.5)
+    yield
+    server.set_guc(db, "jobflow.reconcile_interval", None)
+
+
+def prepare(connect, url, gid, due_in):
+    """A transaction that schedules a task to url due in due_in s, then
+    PREPARE TRANSACTION gid; returns the task's due time (Unix s)."""
+    tx = connect(autocommit=False)
+    with tx.cursor() as cur:
+        cur.execute("SELECT jobflow.schedule(%s, run_at => now() + make_interval(secs => %s)),"
+                    "       extract(epoch FROM now() + make_interval(secs => %s))::float8",
+                    (url, due_in, due_in))
+        due = cur.fetchone()[1]
+        cur.execute("PREPARE TRANSACTION %s", (gid,))
+    tx.commit()  # ends the session's side; the prepared transaction stays
+    return due
+
+
+@pytest.mark.timing
+def test_commit_prepared_wakes_the_worker(connect, receiver, db, slow_rescan):
+    """Two-phase commit: a task scheduled in a prepared transaction fires on
+    time once COMMIT PREPARED (from another session) makes it visible; it
+    used to wait for the rolling rescan, up to jobflow.reconcile_interval
+    late.  ROLLBACK PREPARED fires nothing."""
+    url, tag = receiver.unique_url("/ok")
+    gid = "jobflow-2pc-%s" % tag
+    due = prepare(connect, url + "&i=commit", gid, 1.5)
+    rolled_back = prepare(connect, url + "&i=rollback", gid + "-r", 1.5)
+    time.sleep(0.5)
+    before = ranges(db)
+    db.cursor().execute("COMMIT PREPARED %s", (gid,))
+    db.cursor().execute("ROLLBACK PREPARED %s", (gid + "-r",))
+    assert ranges(db) == before + 1, "COMMIT PREPARED published nothing"
+    got = receiver.wait_for(lambda r: ("t=" + tag) in r["query"], timeout=40)
+    late = got[0]["time"] - due
+    assert "i=commit" in got[0]["query"]
+    assert -0.001 <= late < 0.5, "fired %.3f s after its due time" % late
+    time.sleep(max(0, rolled_back + 1.0 - time.time()))
+    assert len(receiver.tagged(tag)) == 1, "a rolled back task fired"

@@ -1,0 +1,150 @@
+/*-------------------------------------------------------------------------
+ *
+ * prepared.c
+ *	  Wake-ups of prepared transactions (two-phase commit).
+ *
+ * A transaction that schedules tasks wakes the worker at its commit
+ * (task_check.c), so a task due soon fires on time.  A prepared
+ * transaction has no such commit in its own backend: COMMIT PREPARED may
+ * come from any session, much later, and its tasks became visible then
+ * with nobody to tell the worker, which found them at its next rolling
+ * rescan, up to jobflow.reconcile_interval late.  (NOTIFY is refused in a
+ * transaction that is to be prepared.)
+ *
+ * So at PREPARE TRANSACTION the ids the transaction wrote (one range, from
+ * the lowest to the highest) are kept in the database's slot in shared
+ * memory, under the transaction's GID; COMMIT PREPARED of that GID, in the
+ * same database (PostgreSQL requires it), publishes them as the commit
+ * would have, once the commit is visible; ROLLBACK PREPARED forgets them.
+ * The slot keeps JF_PREPARED_MAX of them at once: once one did not fit,
+ * every COMMIT PREPARED of a GID the slot does not hold asks the worker
+ * for a rescan instead (that one may be it).  What shared
+ * memory held is gone after a server restart, like the worker's wheel:
+ * the worker's first scan after it loads what had committed, and a
+ * transaction still prepared then is found by the rolling rescan.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "prepared.h"
+#include "launcher.h"
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+
+StaticAssertDecl(JF_GID_SIZE == GIDSIZE, "JF_GID_SIZE must be GIDSIZE");
+
+/* the GID of the PREPARE TRANSACTION this backend is running */
+static char preparing_gid[JF_GID_SIZE] = "";
+
+/* The GID of a transaction statement of the given kind, else NULL. */
+static const char *
+gid_of(Node *parsetree, TransactionStmtKind kind)
+{
+	TransactionStmt *stmt;
+
+	if (parsetree == NULL || !IsA(parsetree, TransactionStmt))
+		return NULL;
+	stmt = (TransactionStmt *) parsetree;
+	return stmt->kind == kind ? stmt->gid : NULL;
+}
+
+/*
+ * PREPARE TRANSACTION runs the transaction's pre-prepare and prepare
+ * callbacks after the statement itself: remember its GID for them.
+ */
+void
+jf_prepared_utility_before(Node *parsetree)
+{
+	const char *gid = gid_of(parsetree, TRANS_STMT_PREPARE);
+
+	if (gid != NULL)
+		strlcpy(preparing_gid, gid, sizeof(preparing_gid));
+}
+
+void
+jf_prepared_keep(int64 lo, int64 hi, bool cron, bool queues)
+{
+	JobflowShared *s = jf_db_slot(MyDatabaseId);
+	JfPreparedWake *free_entry = NULL;
+	int			i;
+
+	if (s == NULL || preparing_gid[0] == '\0')
+	{
+		/* no worker: the one to come scans the table */
+		preparing_gid[0] = '\0';
+		return;
+	}
+	SpinLockAcquire(&s->wake_mutex);
+	for (i = 0; i < JF_PREPARED_MAX; i++)
+	{
+		JfPreparedWake *w = &s->prepared[i];
+
+		/* left by a database the slot served before */
+		if (w->dboid != MyDatabaseId)
+			w->dboid = InvalidOid;
+		if (w->dboid == InvalidOid && free_entry == NULL)
+			free_entry = w;
+	}
+	if (free_entry == NULL)
+		s->prepared_lost = true;
+	else
+	{
+		free_entry->dboid = MyDatabaseId;
+		strlcpy(free_entry->gid, preparing_gid, sizeof(free_entry->gid));
+		free_entry->lo = lo;
+		free_entry->hi = hi;
+		free_entry->cron = cron;
+		free_entry->queues = queues;
+	}
+	SpinLockRelease(&s->wake_mutex);
+	preparing_gid[0] = '\0';
+}
+
+/*
+ * COMMIT PREPARED is done (its tasks are visible): publish what its
+ * PREPARE kept.  ROLLBACK PREPARED: forget it.  An error in the statement
+ * skips this, and the entry stays for the COMMIT or ROLLBACK to come.
+ */
+void
+jf_prepared_utility_after(Node *parsetree)
+{
+	const char *gid = gid_of(parsetree, TRANS_STMT_COMMIT_PREPARED);
+	bool		commit = gid != NULL;
+	JobflowShared *s;
+	JfPreparedWake found;
+	bool		have = false;
+	bool		lost;
+	int			i;
+
+	if (gid == NULL)
+		gid = gid_of(parsetree, TRANS_STMT_ROLLBACK_PREPARED);
+	if (gid == NULL || (s = jf_db_slot(MyDatabaseId)) == NULL)
+		return;
+	SpinLockAcquire(&s->wake_mutex);
+	for (i = 0; i < JF_PREPARED_MAX; i++)
+	{
+		JfPreparedWake *w = &s->prepared[i];
+
+		if (w->dboid == MyDatabaseId && strcmp(w->gid, gid) == 0)
+		{
+			found = *w;
+			have = true;
+			w->dboid = InvalidOid;
+			break;
+		}
+	}
+	lost = s->prepared_lost;
+	SpinLockRelease(&s->wake_mutex);
+	if (!commit)
+		return;
+	if (have)
+	{
+		int			n = found.lo <= found.hi ? 1 : 0;
+
+		if (n > 0 || found.cron || found.queues)
+			jobflow_publish_wake(&found.lo, &found.hi, n, found.cron, found.queues);
+	}
+	else if (lost)
+		jobflow_publish_rescan();
+}
