@@ -15,7 +15,8 @@
 # BENCH_PHASES (comma list of steady,burst,big,isolation), BENCH_BUILD=head
 # (build and install the last commit instead of the working tree), BENCH_REV
 # (build and install that commit instead: a baseline for the same machine),
-# JOBFLOW_KEEP_CLUSTER=1 (keep the stopped cluster's files for a post-mortem).
+# JOBFLOW_KEEP_CLUSTER=1 (keep the stopped cluster's files for a post-mortem),
+# BENCH_WORKERS (jobflow.workers_per_database, default 1; see bench/workers.sh).
 source "$(dirname "$0")/../scripts/lib.sh"
 source "$(dirname "$0")/nginx.sh"
 
@@ -48,6 +49,8 @@ cluster_start bench "$BENCH_PORT" \
 	"max_wal_size = 4GB" \
 	"checkpoint_timeout = 15min" \
 	"log_timezone = 'UTC'" \
+	"max_worker_processes = 32" \
+	"jobflow.workers_per_database = ${BENCH_WORKERS:-1}" \
 	"shared_preload_libraries = 'jobflow,pg_stat_statements'" \
 	"pg_stat_statements.track = 'all'"
 psql -X -q -d jobflow -c "CREATE EXTENSION pg_stat_statements" >/dev/null

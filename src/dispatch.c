@@ -93,15 +93,19 @@ http_config(void)
 	return cfg;
 }
 
+/*
+ * Caps and rates hold for the database: with several workers, each takes
+ * its share of them (jf_worker_share_cap, rates divided).
+ */
 static JfFairConfig
 fair_config(void)
 {
 	JfFairConfig cfg;
 
-	cfg.max_in_flight = jobflow_max_concurrent;
-	cfg.max_per_host = jobflow_max_per_host;
-	cfg.max_per_owner = jobflow_max_per_owner;
-	cfg.max_per_second_per_host = jobflow_max_rate_per_host;
+	cfg.max_in_flight = jf_worker_share_cap(jobflow_max_concurrent);
+	cfg.max_per_host = jf_worker_share_cap(jobflow_max_per_host);
+	cfg.max_per_owner = jf_worker_share_cap(jobflow_max_per_owner);
+	cfg.max_per_second_per_host = jobflow_max_rate_per_host / jobflow_workers_per_database;
 	return cfg;
 }
 
@@ -501,7 +505,7 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	/* only now: a claim that failed to commit must send nothing */
 	submit_requests(ws, reqs, nclaimed);
 	ws->dispatch->ncommitted = 0;
-	pg_atomic_fetch_add_u64(&jobflow_shared->fired, nclaimed);
+	pg_atomic_fetch_add_u64(&jobflow_figures->fired, nclaimed);
 	MemoryContextReset(ws->dispatch->claim_cxt);
 	return nclaimed;
 }
@@ -641,7 +645,8 @@ jf_dispatch_rescue_strays(WorkerState *ws)
 		int64		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
 													 SPI_tuptable->tupdesc, 1, &isnull));
 
-		if (bsearch(&id, held, nheld, sizeof(int64), jf_compare_int64) == NULL &&
+		if (jf_worker_owns(id) &&
+			bsearch(&id, held, nheld, sizeof(int64), jf_compare_int64) == NULL &&
 			!jf_log_writer_holds(ws->log, id))
 			strays[nstrays++] = id;
 	}
@@ -785,7 +790,7 @@ record_result(WorkerState *ws, JfHttpResult *r)
 	{
 		row.outcome = OUTCOME_SUCCEEDED;
 		row.state = "succeeded";
-		pg_atomic_fetch_add_u64(&jobflow_shared->succeeded, 1);
+		pg_atomic_fetch_add_u64(&jobflow_figures->succeeded, 1);
 	}
 	else if (retryable(r) && e->task.attempt < e->task.max_attempts)
 	{
@@ -796,13 +801,13 @@ record_result(WorkerState *ws, JfHttpResult *r)
 		row.next_run_at = jf_ms_to_ts(next_ms);
 		if (next_ms < ws->loaded_until_ms)
 			jf_feed_upsert(ws, e->task.id, next_ms, e->task.queue);
-		pg_atomic_fetch_add_u64(&jobflow_shared->retried, 1);
+		pg_atomic_fetch_add_u64(&jobflow_figures->retried, 1);
 	}
 	else
 	{
 		row.outcome = OUTCOME_FAILED;
 		row.state = "failed";
-		pg_atomic_fetch_add_u64(&jobflow_shared->failed, 1);
+		pg_atomic_fetch_add_u64(&jobflow_figures->failed, 1);
 	}
 	jf_log_writer_add(ws->log, &row);
 	pfree(e);

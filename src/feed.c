@@ -281,8 +281,12 @@ load_tuple(WorkerState *ws, HeapTuple tup, TupleDesc desc, int64 now_ms)
 	int64		id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
 	TimestampTz run_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 2, &isnull));
 	int64		due = jf_ts_to_due_ms(run_at);
-	TaskMapEntry *e = taskmap_lookup(ws->map, id);
+	TaskMapEntry *e;
 
+	/* another worker's (jobflow.workers_per_database) */
+	if (!jf_worker_owns(id))
+		return;
+	e = taskmap_lookup(ws->map, id);
 	if (e != NULL &&
 		(e->parked ? due <= now_ms : jf_wheel_due(ws->wheel, e->handle, (uint64) id) == due))
 		return;
@@ -381,9 +385,9 @@ load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
 void
 jf_feed_rescue_running(WorkerState *ws, int64 *ids, int n, const char *why)
 {
-	Oid			types[2] = {INT8ARRAYOID, TEXTOID};
-	Datum		values[2];
-	char		nulls[2] = {' ', ' '};
+	Oid			types[4] = {INT8ARRAYOID, TEXTOID, INT4OID, INT4OID};
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
 	int			ret;
 	int			i;
 	bool		isnull;
@@ -408,10 +412,14 @@ jf_feed_rescue_running(WorkerState *ws, int64 *ids, int n, const char *why)
 		values[0] = (Datum) 0;
 		values[1] = CStringGetTextDatum("the worker stopped during this attempt; it may have been delivered");
 	}
+	/* with several workers, only its own ids: the others' are theirs */
+	values[2] = Int32GetDatum(jobflow_workers_per_database);
+	values[3] = Int32GetDatum(jobflow_worker_part);
 	ret = SPI_execute_with_args(
 		"WITH a AS MATERIALIZED ("
 		"  SELECT t.id FROM jobflow.tasks t"
-		"   WHERE t.state = 'running' AND ($1 IS NULL OR t.id = ANY($1))),"
+		"   WHERE t.state = 'running' AND ($1 IS NULL OR t.id = ANY($1))"
+		"     AND ($3 = 1 OR t.id % $3 = $4)),"
 		" k AS MATERIALIZED ("
 		"  SELECT t.id FROM jobflow.tasks t"
 		"   WHERE t.id IN (SELECT a.id FROM a) AND t.state = 'running'"
@@ -432,7 +440,7 @@ jf_feed_rescue_running(WorkerState *ws, int64 *ids, int n, const char *why)
 		"  RETURNING 1)"
 		" SELECT (SELECT pg_catalog.count(*) FROM l),"
 		"        (SELECT pg_catalog.count(*) FROM a) - (SELECT pg_catalog.count(*) FROM k)",
-		2, types, values, nulls, false, 0);
+		4, types, values, nulls, false, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "rescue of running tasks failed: %s", SPI_result_code_string(ret));
 	rescued = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -472,6 +480,9 @@ materialize_cron(WorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
 	uint64		i;
 	int			ret;
 
+	/* the first of the database's workers runs the timers for all */
+	if (jobflow_worker_part != 0)
+		return;
 	/* never while a restore may still load these ids (guard.c) */
 	if (!jf_guard_may_materialise(&ws->sequences_behind))
 		return;
@@ -696,7 +707,7 @@ jf_feed_take_wakeups(WorkerState *ws)
 		a->n = 0;
 		return false;
 	}
-	if (cron_changed)
+	if (cron_changed && jobflow_worker_part == 0)
 	{
 		jf_xact_begin("jobflow: materialise changed cron timers");
 		materialize_cron(ws, jf_now_ms(), ws->loaded_until_ms, false);

@@ -125,7 +125,7 @@ unregister_restorer(int code, Datum arg)
 {
 	Latch	   *latch = NULL;
 	int			i;
-	JobflowShared *s = jf_db_slot(MyDatabaseId);
+	int			part;
 
 	SpinLockAcquire(&guard_shared->mutex);
 	for (i = 0; i < MAX_RESTORERS; i++)
@@ -133,8 +133,12 @@ unregister_restorer(int code, Datum arg)
 			guard_shared->restorer[i].pid = 0;
 	SpinLockRelease(&guard_shared->mutex);
 
-	if (s != NULL)
+	for (part = 0; part < jobflow_workers_per_database; part++)
 	{
+		JobflowShared *s = jf_db_part_slot(MyDatabaseId, part);
+
+		if (s == NULL)
+			continue;
 		SpinLockAcquire(&s->mutex);
 		latch = s->worker_latch;
 		SpinLockRelease(&s->mutex);

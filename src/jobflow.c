@@ -44,6 +44,7 @@ char	   *jobflow_database_name = NULL;
 bool		jobflow_am_worker = false;
 
 int			jobflow_max_databases = 8;
+int			jobflow_workers_per_database = 1;
 int			jobflow_horizon_s = 3600;
 int			jobflow_max_body_size = 1024 * 1024;
 int			jobflow_max_headers_size = 16 * 1024;
@@ -97,6 +98,8 @@ static struct
 
 /* the worker's slot; NULL elsewhere (readers use jf_db_slot) */
 JobflowShared *jobflow_shared = NULL;
+JobflowShared *jobflow_figures = NULL;
+int			jobflow_worker_part = 0;
 
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 #if PG_VERSION_NUM >= 150000
@@ -315,6 +318,11 @@ jobflow_define_gucs(void)
 							"Each database served takes a background worker (see max_worker_processes) and a slot of shared memory.",
 							&jobflow_max_databases, 8, 1, 1024,
 							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("jobflow.workers_per_database",
+							"Workers that share each database's tasks.",
+							"Each serves the task ids equal to its number modulo this; the first also runs cron timers and pruning.  Caps and rates are split among them.  Each takes a background worker (see max_worker_processes).",
+							&jobflow_workers_per_database, 1, 1, JF_MAX_WORKERS_PER_DB,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("jobflow.horizon",
 							"How far ahead the worker keeps due tasks in memory.",
 							"Tasks due later stay in the table until the horizon reaches them.",
@@ -481,6 +489,26 @@ jobflow_reset_slot(JobflowShared *s)
 }
 
 /*
+ * A gauge (the pg_atomic_uint64 at offset in the slot) over all workers of
+ * this database: each publishes its own in its slot.
+ */
+uint64
+jobflow_gauge_sum(size_t offset)
+{
+	uint64		sum = 0;
+	int			part;
+
+	for (part = 0; part < jobflow_workers_per_database; part++)
+	{
+		JobflowShared *s = jf_db_part_slot(MyDatabaseId, part);
+
+		if (s != NULL)
+			sum += pg_atomic_read_u64((pg_atomic_uint64 *) ((char *) s + offset));
+	}
+	return sum;
+}
+
+/*
  * The slot of this database for readers: a zeroed one, local to this
  * process, when no worker serves it (the figures of "no worker").
  */
@@ -523,36 +551,44 @@ jobflow_publish_wake(const int64 *lo, const int64 *hi, int n, bool cron,
 					 bool queues)
 {
 	int			i;
-	JobflowShared *s = jf_db_slot(MyDatabaseId);
+	int			part;
+	JobflowShared *first = jf_db_slot(MyDatabaseId);
 
 	/* no worker serves this database: the one to come scans the table */
-	if (s == NULL)
+	if (first == NULL)
 		return;
-	SpinLockAcquire(&s->wake_mutex);
-	for (i = 0; i < n; i++)
+	/* every worker of the database looks at every range: ids interleave */
+	for (part = 0; part < jobflow_workers_per_database; part++)
 	{
-		JfWakeRange *r;
+		JobflowShared *s = jf_db_part_slot(MyDatabaseId, part);
 
-		if (s->nwake >= JF_WAKE_RING)
+		if (s == NULL)
+			continue;
+		SpinLockAcquire(&s->wake_mutex);
+		for (i = 0; i < n; i++)
 		{
-			s->wake_overflowed = true;
-			break;
-		}
-		r = &s->wake[s->nwake++];
-		r->dboid = MyDatabaseId;
-		r->lo = lo[i];
-		r->hi = hi[i];
-	}
-	if (cron)
-		s->wake_cron = true;
-	SpinLockRelease(&s->wake_mutex);
-	pg_atomic_fetch_add_u64(&s->wake_ranges, n);
-	if (cron)
-		pg_atomic_fetch_add_u64(&s->wake_timers, 1);
-	if (queues)
-		pg_atomic_fetch_add_u64(&s->queues_version, 1);
+			JfWakeRange *r;
 
-	wake_worker(s);
+			if (s->nwake >= JF_WAKE_RING)
+			{
+				s->wake_overflowed = true;
+				break;
+			}
+			r = &s->wake[s->nwake++];
+			r->dboid = MyDatabaseId;
+			r->lo = lo[i];
+			r->hi = hi[i];
+		}
+		if (cron)
+			s->wake_cron = true;
+		SpinLockRelease(&s->wake_mutex);
+		if (queues)
+			pg_atomic_fetch_add_u64(&s->queues_version, 1);
+		wake_worker(s);
+	}
+	pg_atomic_fetch_add_u64(&first->wake_ranges, n);
+	if (cron)
+		pg_atomic_fetch_add_u64(&first->wake_timers, 1);
 }
 
 /*
@@ -562,14 +598,19 @@ jobflow_publish_wake(const int64 *lo, const int64 *hi, int n, bool cron,
 void
 jobflow_publish_rescan(void)
 {
-	JobflowShared *s = jf_db_slot(MyDatabaseId);
+	int			part;
 
-	if (s == NULL)
-		return;
-	SpinLockAcquire(&s->wake_mutex);
-	s->wake_overflowed = true;
-	SpinLockRelease(&s->wake_mutex);
-	wake_worker(s);
+	for (part = 0; part < jobflow_workers_per_database; part++)
+	{
+		JobflowShared *s = jf_db_part_slot(MyDatabaseId, part);
+
+		if (s == NULL)
+			continue;
+		SpinLockAcquire(&s->wake_mutex);
+		s->wake_overflowed = true;
+		SpinLockRelease(&s->wake_mutex);
+		wake_worker(s);
+	}
 }
 
 /*
@@ -582,19 +623,28 @@ jobflow_publish_rescan(void)
 TimestampTz
 jobflow_notify_before(void)
 {
-	uint64		end_ms = 0;
-	pid_t		pid = 0;
+	uint64		end_ms = PG_UINT64_MAX;
 	TimestampTz result;
-	JobflowShared *s = jf_db_slot(MyDatabaseId);
+	int			part;
 
-	if (s != NULL)
+	/* the earliest of the workers' windows; all of them if one is missing */
+	for (part = 0; part < jobflow_workers_per_database; part++)
 	{
-		SpinLockAcquire(&s->mutex);
-		pid = s->dboid == MyDatabaseId ? s->worker_pid : 0;
-		SpinLockRelease(&s->mutex);
-		end_ms = pg_atomic_read_u64(&s->notify_before_ms);
+		JobflowShared *s = jf_db_part_slot(MyDatabaseId, part);
+		pid_t		pid = 0;
+
+		if (s != NULL)
+		{
+			SpinLockAcquire(&s->mutex);
+			pid = s->dboid == MyDatabaseId ? s->worker_pid : 0;
+			SpinLockRelease(&s->mutex);
+		}
+		if (pid == 0)
+			end_ms = 0;
+		else
+			end_ms = Min(end_ms, pg_atomic_read_u64(&s->notify_before_ms));
 	}
-	if (pid == 0 || end_ms == 0)
+	if (end_ms == 0)
 	{
 		TIMESTAMP_NOEND(result);
 		return result;
@@ -666,13 +716,13 @@ jobflow_worker_status(PG_FUNCTION_ARGS)
 	nulls[i++] = (pid == 0);
 	values[i] = ms_to_timestamptz_datum(pg_atomic_read_u64(&s->started_ms), &nulls[i]);
 	i++;
-	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->wheel_tasks));
-	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->wheel_bytes));
+	values[i++] = Int64GetDatum(jobflow_gauge_sum(offsetof(JobflowShared, wheel_tasks)));
+	values[i++] = Int64GetDatum(jobflow_gauge_sum(offsetof(JobflowShared, wheel_bytes)));
 	values[i] = ms_to_timestamptz_datum(pg_atomic_read_u64(&s->horizon_end_ms), &nulls[i]);
 	i++;
-	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->in_flight));
-	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->queued));
-	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->buffered_rows));
+	values[i++] = Int64GetDatum(jobflow_gauge_sum(offsetof(JobflowShared, in_flight)));
+	values[i++] = Int64GetDatum(jobflow_gauge_sum(offsetof(JobflowShared, queued)));
+	values[i++] = Int64GetDatum(jobflow_gauge_sum(offsetof(JobflowShared, buffered_rows)));
 	values[i] = ms_to_timestamptz_datum(pg_atomic_read_u64(&s->last_flush_ms), &nulls[i]);
 	i++;
 	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->fired));

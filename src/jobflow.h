@@ -27,6 +27,7 @@
 /* settings (jobflow.c) */
 extern char *jobflow_database_name;	/* deprecated, ignored */
 extern int	jobflow_max_databases;
+extern int	jobflow_workers_per_database;
 extern int	jobflow_horizon_s;
 extern int	jobflow_max_body_size;
 extern int	jobflow_max_headers_size;
@@ -104,6 +105,8 @@ typedef struct JfPreparedWake
 typedef struct JobflowShared
 {
 	Oid			dboid;			/* InvalidOid: the slot is free */
+	int			part;			/* which of the database's workers (0: the
+								 * first, which also runs cron and pruning) */
 	uint32		incarnation;	/* changes each time the slot is assigned */
 	bool		registered;		/* a worker is registered for the slot */
 	bool		requested;		/* CREATE EXTENSION since the worker looked */
@@ -154,12 +157,43 @@ typedef struct JobflowShared
 
 /* the worker's own slot (NULL in other processes: see jf_db_slot) */
 extern JobflowShared *jobflow_shared;
+/* where its counters and histograms go: its database's first worker's slot */
+extern JobflowShared *jobflow_figures;
+/* which of its database's jobflow.workers_per_database workers it is */
+extern int	jobflow_worker_part;
+
+/* most workers per database (jobflow.workers_per_database) */
+#define JF_MAX_WORKERS_PER_DB 8
+
+/*
+ * Whether task id is this worker's: with several workers per database,
+ * each serves the ids equal to its part modulo their number, so no task is
+ * ever claimed by two and every task has one.
+ */
+static inline bool
+jf_worker_owns(int64 id)
+{
+	return jobflow_workers_per_database <= 1 ||
+		id % jobflow_workers_per_database == jobflow_worker_part;
+}
+
+/*
+ * A worker's share of a cap that holds for the database: rounded up, so
+ * that no worker gets none (a queue capped at 1 by 2 workers may have 2 in
+ * flight; rates, divided exactly, hold).
+ */
+static inline int
+jf_worker_share_cap(int cap)
+{
+	return (cap + jobflow_workers_per_database - 1) / jobflow_workers_per_database;
+}
 
 /* jobflow.c: set up a slot at shared memory creation; zero its figures */
 extern void jobflow_init_slot(JobflowShared *s);
 extern void jobflow_reset_slot(JobflowShared *s);
 /* jobflow.c: this database's slot for readers (zeros when unserved) */
 extern JobflowShared *jobflow_reader_slot(void);
+extern uint64 jobflow_gauge_sum(size_t offset);
 
 /* jobflow.c: the due time before which new tasks must wake the worker */
 extern TimestampTz jobflow_notify_before(void);

@@ -78,11 +78,18 @@ JfLauncherShared *jf_ls = NULL;
 static int	my_slot = -1;
 static WorkerExtra my_extra;
 
+/* Slots in all: one per worker, jobflow.workers_per_database per database. */
+int
+jf_launcher_nslots(void)
+{
+	return jobflow_max_databases * jobflow_workers_per_database;
+}
+
 Size
 jf_launcher_shmem_size(void)
 {
 	return add_size(offsetof(JfLauncherShared, slots),
-					mul_size(sizeof(JobflowShared), jobflow_max_databases));
+					mul_size(sizeof(JobflowShared), jf_launcher_nslots()));
 }
 
 /* In the postmaster's shmem startup hook, AddinShmemInitLock held. */
@@ -99,7 +106,7 @@ jf_launcher_shmem_init(void)
 	SpinLockInit(&jf_ls->mutex);
 	/* unlike any incarnation a worker registered before a crash carries */
 	jf_ls->next_incarnation = (uint32) (GetCurrentTimestamp() / 1000);
-	for (i = 0; i < jobflow_max_databases; i++)
+	for (i = 0; i < jf_launcher_nslots(); i++)
 		jobflow_init_slot(&jf_ls->slots[i]);
 }
 
@@ -122,20 +129,27 @@ jf_launcher_register(void)
 }
 
 /*
- * The slot serving a database, or NULL.  Read without the lock: callers
- * take the slot's own mutex for what must be exact.
+ * The slot of a database's worker number part, or NULL.  Read without the
+ * lock: callers take the slot's own mutex for what must be exact.
  */
 JobflowShared *
-jf_db_slot(Oid dboid)
+jf_db_part_slot(Oid dboid, int part)
 {
 	int			i;
 
 	if (jf_ls == NULL || !OidIsValid(dboid))
 		return NULL;
-	for (i = 0; i < jobflow_max_databases; i++)
-		if (jf_ls->slots[i].dboid == dboid)
+	for (i = 0; i < jf_launcher_nslots(); i++)
+		if (jf_ls->slots[i].dboid == dboid && jf_ls->slots[i].part == part)
 			return &jf_ls->slots[i];
 	return NULL;
+}
+
+/* The slot serving a database (its first worker's: the figures), or NULL. */
+JobflowShared *
+jf_db_slot(Oid dboid)
+{
+	return jf_db_part_slot(dboid, 0);
 }
 
 /* jf_ls->mutex held */
@@ -150,14 +164,14 @@ jf_launcher_is_held(Oid dboid)
 	return false;
 }
 
-/* jf_ls->mutex held */
+/* jf_ls->mutex held: the index of a database's first slot, or -1 */
 int
 jf_launcher_slot_index(Oid dboid)
 {
 	int			i;
 
-	for (i = 0; i < jobflow_max_databases; i++)
-		if (jf_ls->slots[i].dboid == dboid)
+	for (i = 0; i < jf_launcher_nslots(); i++)
+		if (jf_ls->slots[i].dboid == dboid && jf_ls->slots[i].part == 0)
 			return i;
 	return -1;
 }
@@ -209,7 +223,7 @@ jf_worker_attach(Datum main_arg, Oid *dboid)
 	bool		fresh;
 
 	memcpy(&my_extra, MyBgworkerEntry->bgw_extra, sizeof(my_extra));
-	if (i < 0 || i >= jobflow_max_databases)
+	if (i < 0 || i >= jf_launcher_nslots())
 		proc_exit(0);
 	s = &jf_ls->slots[i];
 	SpinLockAcquire(&jf_ls->mutex);
@@ -480,19 +494,21 @@ add_pending(Oid dboid, RequestKind kind)
 		probe_all = true;
 }
 
-/* A slot's database is gone: free it (its worker, if any, exits with 0). */
+/* A database is gone: free its slots (their workers, if any, exit with 0). */
 static void
 free_slot(Oid dboid)
 {
 	int			i;
 
 	SpinLockAcquire(&jf_ls->mutex);
-	i = jf_launcher_slot_index(dboid);
-	if (i >= 0)
+	for (i = 0; i < jf_launcher_nslots(); i++)
 	{
-		jf_ls->slots[i].dboid = InvalidOid;
-		jf_ls->slots[i].registered = false;
-		jf_ls->freed++;
+		if (jf_ls->slots[i].dboid == dboid)
+		{
+			jf_ls->slots[i].dboid = InvalidOid;
+			jf_ls->slots[i].registered = false;
+			jf_ls->freed++;
+		}
 	}
 	SpinLockRelease(&jf_ls->mutex);
 }
@@ -511,7 +527,11 @@ start_worker(int i, WorkerExtra extra, const char *dbname)
 	worker.bgw_restart_time = 1;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "jobflow");
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "jobflow_worker_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "jobflow worker for database %s", dbname);
+	if (jobflow_workers_per_database > 1)
+		snprintf(worker.bgw_name, BGW_MAXLEN, "jobflow worker %d of %d for database %s",
+				 jf_ls->slots[i].part + 1, jobflow_workers_per_database, dbname);
+	else
+		snprintf(worker.bgw_name, BGW_MAXLEN, "jobflow worker for database %s", dbname);
 	snprintf(worker.bgw_type, BGW_MAXLEN, "jobflow worker");
 	worker.bgw_main_arg = Int32GetDatum(i);
 	memcpy(worker.bgw_extra, &extra, sizeof(extra));
@@ -525,7 +545,7 @@ start_worker(int i, WorkerExtra extra, const char *dbname)
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("jobflow launcher could not start a worker for database \"%s\": no background worker slot is free", dbname),
 				 errdetail("It tries again every second."),
-				 errhint("Raise max_worker_processes: jobflow needs one per database served plus two.")));
+				 errhint("Raise max_worker_processes: jobflow needs jobflow.workers_per_database per database served plus two.")));
 	warned = true;
 	return false;
 }
@@ -567,9 +587,12 @@ handle(Request *r, DbInfo *dbs, int ndbs)
 {
 	DbInfo	   *db = find_db(dbs, ndbs, r->dboid);
 	JobflowShared *s;
-	WorkerExtra extra;
+	WorkerExtra extra[JF_MAX_WORKERS_PER_DB];
+	int			chosen[JF_MAX_WORKERS_PER_DB];
+	int			nstart = 0;
 	int			i;
-	bool		start = false;
+	int			p;
+	bool		all_started = true;
 
 	if (db == NULL)
 	{
@@ -589,15 +612,24 @@ handle(Request *r, DbInfo *dbs, int ndbs)
 		SpinLockRelease(&jf_ls->mutex);
 		return start_probe(db);
 	}
-	if (i < 0)
+	/* a slot for each of its workers that has none (all of them, or none) */
 	{
-		for (i = 0; i < jobflow_max_databases; i++)
+		bool		have[JF_MAX_WORKERS_PER_DB] = {false};
+		int			nmissing = 0;
+		int			nfree = 0;
+
+		for (i = 0; i < jf_launcher_nslots(); i++)
+			if (jf_ls->slots[i].dboid == r->dboid)
+				have[jf_ls->slots[i].part] = true;
+		for (p = 0; p < jobflow_workers_per_database; p++)
+			nmissing += have[p] ? 0 : 1;
+		for (i = 0; i < jf_launcher_nslots() && nfree < nmissing; i++)
 		{
 			s = &jf_ls->slots[i];
 			if (!OidIsValid(s->dboid) && !s->registered && s->worker_pid == 0)
-				break;
+				chosen[nfree++] = i;
 		}
-		if (i == jobflow_max_databases)
+		if (nfree < nmissing)
 		{
 			SpinLockRelease(&jf_ls->mutex);
 			for (i = 0; i < nunserved; i++)
@@ -613,32 +645,51 @@ handle(Request *r, DbInfo *dbs, int ndbs)
 					 errhint("Raise jobflow.max_databases (and max_worker_processes) and restart the server.")));
 			return true;
 		}
-		s = &jf_ls->slots[i];
-		s->dboid = r->dboid;
-		s->incarnation = ++jf_ls->next_incarnation;
-		s->registered = false;
-		s->requested = false;
-		pg_atomic_write_u32(&s->recheck, 0);
+		nfree = 0;
+		for (p = 0; p < jobflow_workers_per_database; p++)
+		{
+			if (have[p])
+				continue;
+			s = &jf_ls->slots[chosen[nfree++]];
+			s->dboid = r->dboid;
+			s->part = p;
+			s->incarnation = ++jf_ls->next_incarnation;
+			s->registered = false;
+			s->requested = false;
+			pg_atomic_write_u32(&s->recheck, 0);
+		}
 	}
-	s = &jf_ls->slots[i];
-	if (r->kind == REQ_SERVE)
-		s->requested = true;
-	if (!s->registered)
+	/* register each of its workers that is not */
+	for (i = 0; i < jf_launcher_nslots(); i++)
 	{
-		/* before registering: the worker may clear it at once */
-		s->registered = true;
-		start = true;
+		s = &jf_ls->slots[i];
+		if (s->dboid != r->dboid)
+			continue;
+		if (r->kind == REQ_SERVE)
+			s->requested = true;
+		if (!s->registered)
+		{
+			/* before registering: the worker may clear it at once */
+			s->registered = true;
+			chosen[nstart] = i;
+			extra[nstart].dboid = s->dboid;
+			extra[nstart].incarnation = s->incarnation;
+			nstart++;
+		}
 	}
-	extra.dboid = s->dboid;
-	extra.incarnation = s->incarnation;
 	SpinLockRelease(&jf_ls->mutex);
-	if (!start || start_worker(i, extra, NameStr(db->name)))
-		return true;
-	SpinLockAcquire(&jf_ls->mutex);
-	if (s->incarnation == extra.incarnation)
-		s->registered = false;
-	SpinLockRelease(&jf_ls->mutex);
-	return false;
+	for (p = 0; p < nstart; p++)
+	{
+		if (start_worker(chosen[p], extra[p], NameStr(db->name)))
+			continue;
+		all_started = false;
+		SpinLockAcquire(&jf_ls->mutex);
+		s = &jf_ls->slots[chosen[p]];
+		if (s->incarnation == extra[p].incarnation)
+			s->registered = false;
+		SpinLockRelease(&jf_ls->mutex);
+	}
+	return all_started;
 }
 
 /*
@@ -653,7 +704,7 @@ free_vanished(DbInfo *dbs, int ndbs)
 {
 	int			i;
 
-	for (i = 0; i < jobflow_max_databases; i++)
+	for (i = 0; i < jf_launcher_nslots(); i++)
 	{
 		JobflowShared *s = &jf_ls->slots[i];
 		Oid			dboid = s->dboid;
@@ -765,13 +816,13 @@ jobflow_launcher_main(Datum main_arg)
 		ereport(WARNING,
 				(errmsg("jobflow.database_name is deprecated and ignored"),
 				 errdetail("Every database with extension jobflow is served, up to jobflow.max_databases.")));
-	if (max_worker_processes < jobflow_max_databases + 2)
+	if (max_worker_processes < jf_launcher_nslots() + 2)
 		ereport(WARNING,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_worker_processes (%d) is less than jobflow.max_databases (%d) plus 2",
-						max_worker_processes, jobflow_max_databases),
-				 errdetail("jobflow needs a background worker per database served, one for its launcher and one for a probe."),
-				 errhint("Raise max_worker_processes or lower jobflow.max_databases.")));
+				 errmsg("max_worker_processes (%d) is less than jobflow.max_databases (%d) times jobflow.workers_per_database (%d) plus 2",
+						max_worker_processes, jobflow_max_databases, jobflow_workers_per_database),
+				 errdetail("jobflow needs a background worker per worker of each database served, one for its launcher and one for a probe."),
+				 errhint("Raise max_worker_processes or lower jobflow.max_databases or jobflow.workers_per_database.")));
 	ereport(LOG,
 			(errmsg("jobflow launcher started: serving up to %d databases",
 					jobflow_max_databases)));

@@ -46,22 +46,27 @@ static struct
 	bool		callback;
 }			local;
 
-/* Wake a database's worker to look at its extension (after DROP EXTENSION). */
+/* Wake a database's workers to look at its extension (after DROP EXTENSION). */
 static void
 recheck(Oid dboid)
 {
-	JobflowShared *s = jf_db_slot(dboid);
-	Latch	   *latch = NULL;
+	int			part;
 
-	if (s == NULL)
-		return;
-	pg_atomic_write_u32(&s->recheck, 1);
-	SpinLockAcquire(&s->mutex);
-	if (s->dboid == dboid)
-		latch = s->worker_latch;
-	SpinLockRelease(&s->mutex);
-	if (latch != NULL)
-		SetLatch(latch);
+	for (part = 0; part < jobflow_workers_per_database; part++)
+	{
+		JobflowShared *s = jf_db_part_slot(dboid, part);
+		Latch	   *latch = NULL;
+
+		if (s == NULL)
+			continue;
+		pg_atomic_write_u32(&s->recheck, 1);
+		SpinLockAcquire(&s->mutex);
+		if (s->dboid == dboid)
+			latch = s->worker_latch;
+		SpinLockRelease(&s->mutex);
+		if (latch != NULL)
+			SetLatch(latch);
+	}
 }
 
 /*
@@ -136,9 +141,9 @@ static void
 hold(Oid dboid)
 {
 	TimestampTz give_up;
-	pid_t		pid = 0;
+	pid_t		pids[JF_MAX_WORKERS_PER_DB * 2];
+	int			npids = 0;
 	int			i;
-	int			idx;
 	bool		recorded = false;
 
 	if (jf_ls == NULL || !OidIsValid(dboid) || !jf_database_owned(dboid))
@@ -154,33 +159,41 @@ hold(Oid dboid)
 			recorded = true;
 		}
 	}
-	idx = jf_launcher_slot_index(dboid);
-	if (idx >= 0)
+	for (i = 0; i < jf_launcher_nslots(); i++)
 	{
-		SpinLockAcquire(&jf_ls->slots[idx].mutex);
-		pid = jf_ls->slots[idx].worker_pid;
-		SpinLockRelease(&jf_ls->slots[idx].mutex);
+		JobflowShared *s = &jf_ls->slots[i];
+
+		SpinLockAcquire(&s->mutex);
+		if (s->dboid == dboid && s->worker_pid != 0 && npids < lengthof(pids))
+			pids[npids++] = s->worker_pid;
+		SpinLockRelease(&s->mutex);
 	}
 	SpinLockRelease(&jf_ls->mutex);
-	if (pid == 0)
+	if (npids == 0)
 		return;
 	if (!recorded)
 		ereport(WARNING,
 				(errmsg("jobflow cannot hold more than %d databases at once", MAX_HOLDS),
-				 errdetail("The worker of this database may start again before the statement runs.")));
+				 errdetail("The workers of this database may start again before the statement runs.")));
 
-	/* the worker takes up to jobflow.shutdown_grace for requests in flight */
-	(void) kill(pid, SIGTERM);
+	/* they take up to jobflow.shutdown_grace for requests in flight */
+	for (i = 0; i < npids; i++)
+		(void) kill(pids[i], SIGTERM);
 	give_up = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										  jobflow_shutdown_grace_ms + HOLD_EXTRA_MS);
 	for (;;)
 	{
-		JobflowShared *s = &jf_ls->slots[idx];
+		bool		running = false;
 
-		SpinLockAcquire(&s->mutex);
-		pid = s->dboid == dboid ? s->worker_pid : 0;
-		SpinLockRelease(&s->mutex);
-		if (pid == 0 || GetCurrentTimestamp() >= give_up)
+		for (i = 0; i < jf_launcher_nslots(); i++)
+		{
+			JobflowShared *s = &jf_ls->slots[i];
+
+			SpinLockAcquire(&s->mutex);
+			running |= s->dboid == dboid && s->worker_pid != 0;
+			SpinLockRelease(&s->mutex);
+		}
+		if (!running || GetCurrentTimestamp() >= give_up)
 			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 10, jf_wait_event(JF_WAIT_WORKER_EXIT));
@@ -267,14 +280,14 @@ warn_if_unserved(void)
 		return;
 	}
 	SpinLockAcquire(&jf_ls->mutex);
-	for (i = 0; i < jobflow_max_databases; i++)
+	for (i = 0; i < jf_launcher_nslots(); i++)
 	{
 		if (jf_ls->slots[i].dboid == MyDatabaseId)
 		{
 			taken = -1;
 			break;
 		}
-		if (OidIsValid(jf_ls->slots[i].dboid))
+		if (OidIsValid(jf_ls->slots[i].dboid) && jf_ls->slots[i].part == 0)
 			taken++;
 	}
 	SpinLockRelease(&jf_ls->mutex);

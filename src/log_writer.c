@@ -513,9 +513,9 @@ jf_log_writer_flush(JfLogWriter *lw)
 	for (i = 0; i < nfailed; i++)
 		add_orphan(lw, failed[i]);
 
-	pg_atomic_fetch_add_u64(&jobflow_shared->flushes, 1);
-	pg_atomic_fetch_add_u64(&jobflow_shared->flushed_rows, written);
-	pg_atomic_write_u64(&jobflow_shared->last_flush_ms, (uint64) jf_now_ms());
+	pg_atomic_fetch_add_u64(&jobflow_figures->flushes, 1);
+	pg_atomic_fetch_add_u64(&jobflow_figures->flushed_rows, written);
+	pg_atomic_write_u64(&jobflow_figures->last_flush_ms, (uint64) jf_now_ms());
 	if (held_cxt != NULL)
 	{
 		MemoryContextSetParent(held_cxt, TopMemoryContext);

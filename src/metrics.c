@@ -98,7 +98,7 @@ jf_metrics_reset(JfMetricsShared *m)
 void
 jf_metrics_observe(JfHistId h, int64 us)
 {
-	JfHistShared *hs = &jobflow_shared->metrics.hist[h];
+	JfHistShared *hs = &jobflow_figures->metrics.hist[h];
 	int			i = 0;
 
 	if (us < 0)
@@ -113,13 +113,13 @@ jf_metrics_observe(JfHistId h, int64 us)
 void
 jf_metrics_outcome(const JfHttpResult *r)
 {
-	pg_atomic_fetch_add_u64(&jobflow_shared->metrics.outcomes[jf_http_result_class(r)], 1);
+	pg_atomic_fetch_add_u64(&jobflow_figures->metrics.outcomes[jf_http_result_class(r)], 1);
 }
 
 void
 jf_metrics_count(JfCounterId c, uint64 n)
 {
-	pg_atomic_fetch_add_u64(&jobflow_shared->metrics.counters[c], n);
+	pg_atomic_fetch_add_u64(&jobflow_figures->metrics.counters[c], n);
 }
 
 /*
@@ -398,14 +398,14 @@ emit_all(Emitter *em)
 	SpinLockRelease(&s->mutex);
 
 	gauge(em, "jobflow_worker_up", pid != 0 ? 1 : 0, "1 when the jobflow worker runs.");
-	gauge(em, "jobflow_requests_in_flight", (double) pg_atomic_read_u64(&s->in_flight),
+	gauge(em, "jobflow_requests_in_flight", (double) jobflow_gauge_sum(offsetof(JobflowShared, in_flight)),
 		  "HTTP requests being sent or awaiting their answer.");
-	gauge(em, "jobflow_requests_queued", (double) pg_atomic_read_u64(&s->queued),
+	gauge(em, "jobflow_requests_queued", (double) jobflow_gauge_sum(offsetof(JobflowShared, queued)),
 		  "Due tasks waiting for a place under the concurrency caps.");
 	busiest_hosts(em, pid != 0);
-	gauge(em, "jobflow_wheel_tasks", (double) pg_atomic_read_u64(&s->wheel_tasks),
+	gauge(em, "jobflow_wheel_tasks", (double) jobflow_gauge_sum(offsetof(JobflowShared, wheel_tasks)),
 		  "Pending tasks held in the worker's time wheel.");
-	gauge(em, "jobflow_buffered_outcomes", (double) pg_atomic_read_u64(&s->buffered_rows),
+	gauge(em, "jobflow_buffered_outcomes", (double) jobflow_gauge_sum(offsetof(JobflowShared, buffered_rows)),
 		  "Outcomes waiting to be written.");
 	for (h = 0; h < JF_NHIST; h++)
 		histogram(em, h);

@@ -89,12 +89,17 @@ jf_prune_reset_mark(JfPrune *p)
 	p->mark_reset_ms = jf_now_ms() + MARK_RESET_MS;
 }
 
-/* Whether anything is to be pruned at all. */
+/*
+ * Whether anything is to be pruned at all (by this worker: the first of
+ * the database's prunes for all of them).
+ */
 static bool
 prune_enabled(WorkerState *ws)
 {
 	bool		positive;
 
+	if (jobflow_worker_part != 0)
+		return false;
 	if (jobflow_retention_s > 0)
 		return true;
 	(void) jf_queues_retention_overrides(ws, &positive);
@@ -263,8 +268,8 @@ jf_prune_turn(WorkerState *ws)
 	jf_xact_commit();
 	jf_xact_count_statements(1);
 
-	pg_atomic_fetch_add_u64(&jobflow_shared->pruned_tasks, tasks);
-	pg_atomic_fetch_add_u64(&jobflow_shared->pruned_log_rows, logs);
+	pg_atomic_fetch_add_u64(&jobflow_figures->pruned_tasks, tasks);
+	pg_atomic_fetch_add_u64(&jobflow_figures->pruned_log_rows, logs);
 	/* a full batch says more are waiting: come back soon, within the share */
 	now_ms = jf_now_ms();
 	took_us = GetCurrentTimestamp() - start;

@@ -304,9 +304,11 @@ jf_queues_refresh(WorkerState *ws, bool force)
 
 			cfg.paused = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
 			d = SPI_getbinval(tup, desc, 4, &isnull);
-			cfg.max_concurrent = isnull ? 0 : DatumGetInt32(d);
+			/* with several workers, each takes its share (jobflow.h) */
+			cfg.max_concurrent = isnull ? 0 : jf_worker_share_cap(DatumGetInt32(d));
 			d = SPI_getbinval(tup, desc, 5, &isnull);
-			cfg.max_per_second = isnull ? 0 : DatumGetFloat8(d);
+			cfg.max_per_second = isnull ? 0 :
+				DatumGetFloat8(d) / jobflow_workers_per_database;
 			cfg.priority = DatumGetInt32(SPI_getbinval(tup, desc, 6, &isnull));
 			if (DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull)))
 			{

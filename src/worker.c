@@ -528,6 +528,11 @@ jobflow_worker_main(Datum main_arg)
 	/* until connected, SIGTERM ends the process at once (bgworker_die) */
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	jobflow_shared = jf_worker_attach(main_arg, &dboid);
+	jobflow_worker_part = jobflow_shared->part;
+	/* counters and histograms add up in the database's first slot */
+	jobflow_figures = jf_db_slot(dboid);
+	if (jobflow_figures == NULL)
+		jobflow_figures = jobflow_shared;
 	before_shmem_exit(detach_shared, (Datum) 0);
 	BackgroundWorkerUnblockSignals();
 

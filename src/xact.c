@@ -111,5 +111,5 @@ jf_xact_commit(void)
 void
 jf_xact_count_statements(int n)
 {
-	pg_atomic_fetch_add_u64(&jobflow_shared->statements, n);
+	pg_atomic_fetch_add_u64(&jobflow_figures->statements, n);
 }

@@ -1,0 +1,174 @@
+# -------------------------------------------------------------------------
+#
+# test_workers.py
+#     Several workers per database (issue 12, part 2):
+#     jobflow.workers_per_database = 2 starts two workers for the
+#     database, each serving the task ids equal to its number modulo 2.
+#     A burst due at once fires every task exactly once (checked by id, at
+#     the receiver and in the log); stopping one worker holds back its ids
+#     only, and they fire once it runs again; a cron timer, run by the
+#     first worker alone, fires once per occurrence.
+#
+# The setting needs a restart: the module restarts the server with it and
+# restarts it again without it at the end.
+#
+# -------------------------------------------------------------------------
+
+import os
+import signal
+import time
+
+import pytest
+
+from conftest import _connect, query, wait_final
+
+WORKERS = 2
+
+
+def workers(conn):
+    """pid -> backend name of this database's jobflow workers."""
+    return {r["pid"]: r["name"] for r in query(
+        conn, "SELECT pid, backend_type AS name FROM pg_stat_activity"
+              " WHERE datname = current_database() AND backend_type = 'jobflow worker'")}
+
+
+def worker_pids(conn):
+    """The workers' pids by number (0 first), from their process titles."""
+    pids = {}
+    for pid in workers(conn):
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                title = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        for k in range(WORKERS):
+            if "jobflow worker %d of %d" % (k + 1, WORKERS) in title:
+                pids[k] = pid
+    return pids
+
+
+@pytest.fixture(scope="module")
+def two_workers(server, receiver):
+    conn = _connect()
+    server.set_guc(conn, "jobflow.workers_per_database", WORKERS)
+    conn.close()
+    server.restart()
+    server.wait_worker(None)
+    deadline = time.time() + 30
+    conn = _connect()
+    try:
+        while len(worker_pids(conn)) < WORKERS:
+            assert time.time() < deadline, "workers: %s" % workers(conn)
+            time.sleep(0.1)
+    finally:
+        conn.close()
+    yield
+    conn = _connect()
+    server.set_guc(conn, "jobflow.workers_per_database", None)
+    conn.close()
+    server.restart()
+    server.wait_worker(None)
+
+
+def test_two_workers_start_for_the_database(two_workers, db):
+    pids = worker_pids(db)
+    assert sorted(pids) == [0, 1], pids
+    status = query(db, "SELECT pid FROM jobflow.worker_status()")[0]
+    assert status["pid"] == pids[0], "worker_status() reports the first worker"
+
+
+def test_burst_fires_each_task_exactly_once(two_workers, db, receiver):
+    """4,000 tasks due at once, both workers claiming: each id arrives once
+    at the receiver and has one attempt in the log, and both workers
+    fired some (odd and even ids)."""
+    url, tag = receiver.unique_url("/ok")
+    with db.cursor() as cur:
+        cur.execute("SELECT array_agg(jobflow.schedule(%s || '&id=' || g))"
+                    "  FROM generate_series(1, 4000) g", (url,))
+        ids = cur.fetchone()[0]
+    assert set(wait_final(db, ids, timeout=120).values()) == {"succeeded"}
+    got = receiver.tagged(tag)
+    seen = {}
+    for r in got:
+        g = r["query"].split("id=")[1].split("&")[0]
+        seen[g] = seen.get(g, 0) + 1
+    twice = {g: n for g, n in seen.items() if n > 1}
+    assert not twice, "fired more than once: %s" % sorted(twice.items())[:10]
+    assert len(seen) == 4000
+    attempts = query(db, "SELECT task_id, count(*) AS n FROM jobflow.task_log"
+                         " WHERE task_id = ANY(%s) GROUP BY task_id HAVING count(*) <> 1",
+                     (ids,))
+    assert attempts == [], "tasks logged more than once: %s" % attempts[:10]
+    assert {i % 2 for i in ids} == {0, 1}
+
+
+def test_a_stopped_worker_holds_back_its_ids_only(two_workers, db, receiver):
+    """SIGSTOP the second worker: tasks with odd ids wait, even ones fire on
+    time; SIGCONT: the odd ones fire.  No task is starved, none taken by
+    the other worker."""
+    pids = worker_pids(db)
+    url, tag = receiver.unique_url("/ok")
+    os.kill(pids[1], signal.SIGSTOP)
+    try:
+        with db.cursor() as cur:
+            cur.execute("SELECT array_agg(jobflow.schedule(%s || '&id=' || g))"
+                        "  FROM generate_series(1, 20) g", (url,))
+            ids = cur.fetchone()[0]
+        time.sleep(2.0)
+        states = {r["id"]: r["state"] for r in query(
+            db, "SELECT id, state::text FROM jobflow.tasks WHERE id = ANY(%s)", (ids,))}
+        assert {i for i, s in states.items() if s == "succeeded"} == \
+            {i for i in ids if i % 2 == 0}, states
+    finally:
+        os.kill(pids[1], signal.SIGCONT)
+    assert set(wait_final(db, ids, timeout=30).values()) == {"succeeded"}
+    assert len(receiver.tagged(tag)) == 20
+
+
+def test_cron_fires_once_per_occurrence(two_workers, db, receiver):
+    """A per-second timer, run by the first worker: each occurrence is one
+    task, and each task is called once."""
+    url, tag = receiver.unique_url("/ok")
+    name = "workers_" + tag
+    query(db, "SELECT jobflow.schedule_cron(%s, '* * * * * *', %s)", (name, url))
+    try:
+        time.sleep(4.5)
+    finally:
+        query(db, "SELECT jobflow.unschedule_cron(%s)", (name,))
+    tasks = query(db, "SELECT id, run_at FROM jobflow.tasks WHERE url = %s", (url,))
+    assert len({t["run_at"] for t in tasks}) == len(tasks), "an occurrence became two tasks"
+    states = wait_final(db, [t["id"] for t in tasks], timeout=10)
+    fired = [i for i, s in states.items() if s == "succeeded"]
+    assert len(fired) >= 3, states
+    assert {i % 2 for i in fired} == {0, 1}, "one worker fired them all: %s" % fired
+    assert len(receiver.tagged(tag)) == len(fired), "a task was called twice or not at all"
+
+
+def test_drop_database_stops_both_workers(two_workers, databases, receiver, connect):
+    """DROP DATABASE stops every worker of the database (each was told to
+    stop and waited for), then goes through; the name again is served by
+    two workers from scratch."""
+    name, conn = databases()
+    deadline = time.time() + 30
+    while len(worker_pids(conn)) < WORKERS:
+        assert time.time() < deadline, "workers in %s: %s" % (name, workers(conn))
+        time.sleep(0.1)
+    pids = worker_pids(conn)
+    conn.close()
+    began = time.time()
+    with databases.admin.cursor() as cur:
+        cur.execute("DROP DATABASE %s" % name)
+    assert time.time() - began < 15
+    assert not query(databases.admin, "SELECT 1 FROM pg_stat_activity WHERE pid = ANY(%s)",
+                     (list(pids.values()),))
+    with databases.admin.cursor() as cur:
+        cur.execute("CREATE DATABASE %s" % name)
+    again = connect(dbname=name)
+    with again.cursor() as cur:
+        cur.execute("CREATE EXTENSION jobflow")
+        url, tag = receiver.unique_url("/ok")
+        cur.execute("SELECT array_agg(jobflow.schedule(%s)) FROM generate_series(1, 10)", (url,))
+        ids = cur.fetchone()[0]
+    assert set(wait_final(again, ids, timeout=30).values()) == {"succeeded"}
+    assert len(receiver.tagged(tag)) == 10
+    assert sorted(worker_pids(again)) == [0, 1]
