@@ -592,28 +592,6 @@ jobflow_publish_wake(const int64 *lo, const int64 *hi, int n, bool cron,
 }
 
 /*
- * Ask the worker for a rescan: what it must load is not known (a prepared
- * transaction's wake-ups did not fit, prepared.c).  Nothing here may fail.
- */
-void
-jobflow_publish_rescan(void)
-{
-	int			part;
-
-	for (part = 0; part < jobflow_workers_per_database; part++)
-	{
-		JobflowShared *s = jf_db_part_slot(MyDatabaseId, part);
-
-		if (s == NULL)
-			continue;
-		SpinLockAcquire(&s->wake_mutex);
-		s->wake_overflowed = true;
-		SpinLockRelease(&s->wake_mutex);
-		wake_worker(s);
-	}
-}
-
-/*
  * Due time the notify trigger compares new tasks against: a task due later
  * need not wake the worker, whose rolling rescan loads it at least one
  * jobflow.reconcile_interval before it is due.  Sparing those transactions

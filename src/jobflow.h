@@ -151,7 +151,6 @@ typedef struct JobflowShared
 	bool		wake_cron;		/* a cron timer changed */
 	JfWakeRange wake[JF_WAKE_RING];
 	/* prepared transactions' wake-ups, under wake_mutex (prepared.c) */
-	bool		prepared_lost;	/* one did not fit: any COMMIT PREPARED rescans */
 	JfPreparedWake prepared[JF_PREPARED_MAX];
 } JobflowShared;
 
@@ -199,7 +198,6 @@ extern uint64 jobflow_gauge_sum(size_t offset);
 extern TimestampTz jobflow_notify_before(void);
 extern void jobflow_publish_wake(const int64 *lo, const int64 *hi, int n,
 								 bool cron, bool queues);
-extern void jobflow_publish_rescan(void);
 
 /*
  * cron_sql.c: occurrences due before this are "missed" and follow their

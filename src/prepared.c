@@ -16,12 +16,14 @@
  * memory, under the transaction's GID; COMMIT PREPARED of that GID, in the
  * same database (PostgreSQL requires it), publishes them as the commit
  * would have, once the commit is visible; ROLLBACK PREPARED forgets them.
- * The slot keeps JF_PREPARED_MAX of them at once: once one did not fit,
- * every COMMIT PREPARED of a GID the slot does not hold asks the worker
- * for a rescan instead (that one may be it).  What shared
- * memory held is gone after a server restart, like the worker's wheel:
- * the worker's first scan after it loads what had committed, and a
- * transaction still prepared then is found by the rolling rescan.
+ * The slot keeps JF_PREPARED_MAX of them at once.  One that does not fit,
+ * one prepared while no worker served the database, and one still
+ * prepared across a server restart (shared memory is gone, like the
+ * worker's wheel) are found by the worker's rescans instead: within
+ * jobflow.reconcile_interval if due in the rolling window, else at the
+ * next full rescan of overdue tasks.  A COMMIT PREPARED whose GID the slot
+ * does not hold asks for nothing: any role can prepare and commit
+ * transactions, and must not make the worker run statements by it.
  *
  *-------------------------------------------------------------------------
  */
@@ -86,9 +88,8 @@ jf_prepared_keep(int64 lo, int64 hi, bool cron, bool queues)
 		if (w->dboid == InvalidOid && free_entry == NULL)
 			free_entry = w;
 	}
-	if (free_entry == NULL)
-		s->prepared_lost = true;
-	else
+	/* none free: the rescans find its tasks (see the file header) */
+	if (free_entry != NULL)
 	{
 		free_entry->dboid = MyDatabaseId;
 		strlcpy(free_entry->gid, preparing_gid, sizeof(free_entry->gid));
@@ -114,7 +115,6 @@ jf_prepared_utility_after(Node *parsetree)
 	JobflowShared *s;
 	JfPreparedWake found;
 	bool		have = false;
-	bool		lost;
 	int			i;
 
 	if (gid == NULL)
@@ -134,17 +134,12 @@ jf_prepared_utility_after(Node *parsetree)
 			break;
 		}
 	}
-	lost = s->prepared_lost;
 	SpinLockRelease(&s->wake_mutex);
-	if (!commit)
-		return;
-	if (have)
+	if (commit && have)
 	{
 		int			n = found.lo <= found.hi ? 1 : 0;
 
 		if (n > 0 || found.cron || found.queues)
 			jobflow_publish_wake(&found.lo, &found.hi, n, found.cron, found.queues);
 	}
-	else if (lost)
-		jobflow_publish_rescan();
 }

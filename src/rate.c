@@ -39,6 +39,9 @@ rate_start(JfRate *r, double rate, int64_t now)
 {
 	double		ceiling = rate >= 1.0 ? rate : 1.0;
 
+	/* a window over a day long is never needed (nor representable for tiny rates) */
+	if (rate < 1e-5)
+		rate = 1e-5;
 	if (r->sent == NULL)
 	{
 		r->sent = calloc(RING, sizeof(uint32_t));
@@ -215,7 +218,7 @@ jf_rate_room(JfRate *r, double rate, int64_t now, int64_t *deadline)
 void
 jf_rate_spend(JfRate *r, int n, bool waiting)
 {
-	if (n > 0)
+	if (n > 0 && r->sent != NULL)
 	{
 		r->tokens -= n;
 		r->sent[r->slot % RING] += (uint32_t) n;
@@ -229,6 +232,15 @@ jf_rate_spend(JfRate *r, int n, bool waiting)
 	 * unused rate.
 	 */
 	r->backlog = waiting && (r->tokens < 1.0 || r->held);
+
+	/*
+	 * What is owed is paid back into the room a stall left in the window:
+	 * once the window is full, the room is gone, and so is the debt (kept,
+	 * it would go out at 1.5 times the rate whenever the window frees room,
+	 * echoing the catch-up second after second).
+	 */
+	if (r->held && r->in_window >= r->ceiling)
+		r->owed = 0.0;
 }
 
 void
