@@ -23,7 +23,7 @@ import re, sys
 
 def rates(path):
     """cb/s of each row of each '2. Burst' table, in order: [(caps, rate)]."""
-    got, inside = [], False
+    got, inside, seen = [], False, set()
     for line in open(path):
         if line.startswith("2. Burst"):
             inside, run = True, line.split(":")[0]
@@ -33,7 +33,8 @@ def rates(path):
             if not cells or cells[0].startswith("["):
                 inside = not cells[0].startswith("[") if cells else False
                 continue
-            if re.match(r"^\d+/\d+$", cells[0]):
+            if re.match(r"^\d+/\d+$", cells[0]) and (run, cells[0]) not in seen:
+                seen.add((run, cells[0]))
                 got.append((run, cells[0], cells[9]))
     return got
 
