@@ -84,3 +84,28 @@ def test_queues_and_pruner_are_not_a_circle():
     # the pruner asks the queues' view about retentions; the queues' view
     # tells the loop (not the pruner) that the pruner's mark must restart
     assert '#include "prune.h"' not in source("queues.c")
+
+
+def test_modules_below_the_loop_form_no_circle():
+    """Who calls whom among the modules below the loop, from the sources:
+    the dispatcher uses the feeder and the log writer, the feeder the log
+    writer, the pruner the queues' view; none calls back up (a circle
+    would make them one module in all but name)."""
+    modules = ["feed", "dispatch", "log_writer", "prune", "queues"]
+    exported = {m: exported_functions(m + ".c") for m in modules}
+    uses = {m: {o for o in modules if o != m and calls(source(m + ".c"), exported[o])}
+            for m in modules}
+    assert uses["dispatch"] >= {"feed", "log_writer"}, uses  # the reading finds calls
+    state = {}
+
+    def visit(m, path):
+        assert state.get(m) != "open", "a circle: %s" % " -> ".join(path + [m])
+        if state.get(m) == "done":
+            return
+        state[m] = "open"
+        for o in sorted(uses[m]):
+            visit(o, path + [m])
+        state[m] = "done"
+
+    for m in modules:
+        visit(m, [])
