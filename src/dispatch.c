@@ -634,7 +634,8 @@ jf_dispatch_rescue_strays(WorkerState *ws)
 	MemoryContext caller = CurrentMemoryContext;
 
 	jf_xact_begin("jobflow: look for running tasks without a request");
-	if (SPI_execute("SELECT id FROM jobflow.tasks WHERE state = 'running'", true, 0) != SPI_OK_SELECT)
+	if (SPI_execute("SELECT id, cron_id IS NOT NULL FROM jobflow.tasks WHERE state = 'running'",
+					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read running tasks");
 	jf_xact_count_statements(1);
 	/* in the caller's context: it outlives this transaction */
@@ -645,7 +646,8 @@ jf_dispatch_rescue_strays(WorkerState *ws)
 		int64		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
 													 SPI_tuptable->tupdesc, 1, &isnull));
 
-		if (jf_worker_owns(id) &&
+		if (jf_worker_owns(id, DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i],
+														  SPI_tuptable->tupdesc, 2, &isnull))) &&
 			bsearch(&id, held, nheld, sizeof(int64), jf_compare_int64) == NULL &&
 			!jf_log_writer_holds(ws->log, id))
 			strays[nstrays++] = id;

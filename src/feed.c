@@ -87,7 +87,7 @@ typedef struct TaskMapEntry
 /* every so many rescans, overdue tasks of any age are rescanned too */
 #define FULL_RESCAN_EVERY 12
 /* what a load query returns */
-#define LOAD_COLUMNS "t.id, t.run_at, t.owner, t.url, t.queue"
+#define LOAD_COLUMNS "t.id, t.run_at, t.owner, t.url, t.queue, t.cron_id IS NOT NULL"
 
 static void load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
 					  Datum *values);
@@ -284,7 +284,7 @@ load_tuple(WorkerState *ws, HeapTuple tup, TupleDesc desc, int64 now_ms)
 	TaskMapEntry *e;
 
 	/* another worker's (jobflow.workers_per_database) */
-	if (!jf_worker_owns(id))
+	if (!jf_worker_owns(id, DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull))))
 		return;
 	e = taskmap_lookup(ws->map, id);
 	if (e != NULL &&
@@ -419,7 +419,7 @@ jf_feed_rescue_running(WorkerState *ws, int64 *ids, int n, const char *why)
 		"WITH a AS MATERIALIZED ("
 		"  SELECT t.id FROM jobflow.tasks t"
 		"   WHERE t.state = 'running' AND ($1 IS NULL OR t.id = ANY($1))"
-		"     AND ($3 = 1 OR t.id % $3 = $4)),"
+		"     AND " JF_OWNS_SQL("$3", "$4") "),"
 		" k AS MATERIALIZED ("
 		"  SELECT t.id FROM jobflow.tasks t"
 		"   WHERE t.id IN (SELECT a.id FROM a) AND t.state = 'running'"
@@ -480,11 +480,11 @@ materialize_cron(WorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
 	uint64		i;
 	int			ret;
 
-	/* the first of the database's workers runs the timers for all */
-	if (jobflow_worker_part != 0)
-		return;
 	/* never while a restore may still load these ids (guard.c) */
 	if (!jf_guard_may_materialise(&ws->sequences_behind))
+		return;
+	/* the first of the database's workers runs the timers for all */
+	if (jobflow_worker_part != 0)
 		return;
 	values[0] = TimestampTzGetDatum(jf_ms_to_ts(Min(until_ms, now_ms + lookahead)));
 	values[1] = BoolGetDatum(catch_up);

@@ -497,15 +497,39 @@ jobflow_gauge_sum(size_t offset)
 {
 	uint64		sum = 0;
 	int			part;
+	JobflowShared *slots[JF_MAX_WORKERS_PER_DB];
 
+	(void) jf_db_slots(MyDatabaseId, slots);
 	for (part = 0; part < jobflow_workers_per_database; part++)
 	{
-		JobflowShared *s = jf_db_part_slot(MyDatabaseId, part);
+		JobflowShared *s = slots[part];
 
 		if (s != NULL)
 			sum += pg_atomic_read_u64((pg_atomic_uint64 *) ((char *) s + offset));
 	}
 	return sum;
+}
+
+/* How many of this database's workers are attached to their slots. */
+int
+jobflow_workers_up(void)
+{
+	int			up = 0;
+	int			part;
+	JobflowShared *slots[JF_MAX_WORKERS_PER_DB];
+
+	(void) jf_db_slots(MyDatabaseId, slots);
+	for (part = 0; part < jobflow_workers_per_database; part++)
+	{
+		JobflowShared *s = slots[part];
+
+		if (s == NULL)
+			continue;
+		SpinLockAcquire(&s->mutex);
+		up += s->dboid == MyDatabaseId && s->worker_pid != 0 ? 1 : 0;
+		SpinLockRelease(&s->mutex);
+	}
+	return up;
 }
 
 /*
@@ -552,15 +576,15 @@ jobflow_publish_wake(const int64 *lo, const int64 *hi, int n, bool cron,
 {
 	int			i;
 	int			part;
-	JobflowShared *first = jf_db_slot(MyDatabaseId);
+	JobflowShared *slots[JF_MAX_WORKERS_PER_DB];
 
 	/* no worker serves this database: the one to come scans the table */
-	if (first == NULL)
+	if (jf_db_slots(MyDatabaseId, slots) == 0)
 		return;
 	/* every worker of the database looks at every range: ids interleave */
 	for (part = 0; part < jobflow_workers_per_database; part++)
 	{
-		JobflowShared *s = jf_db_part_slot(MyDatabaseId, part);
+		JobflowShared *s = slots[part];
 
 		if (s == NULL)
 			continue;
@@ -586,9 +610,12 @@ jobflow_publish_wake(const int64 *lo, const int64 *hi, int n, bool cron,
 			pg_atomic_fetch_add_u64(&s->queues_version, 1);
 		wake_worker(s);
 	}
-	pg_atomic_fetch_add_u64(&first->wake_ranges, n);
-	if (cron)
-		pg_atomic_fetch_add_u64(&first->wake_timers, 1);
+	if (slots[0] != NULL)
+	{
+		pg_atomic_fetch_add_u64(&slots[0]->wake_ranges, n);
+		if (cron)
+			pg_atomic_fetch_add_u64(&slots[0]->wake_timers, 1);
+	}
 }
 
 /*
@@ -604,11 +631,13 @@ jobflow_notify_before(void)
 	uint64		end_ms = PG_UINT64_MAX;
 	TimestampTz result;
 	int			part;
+	JobflowShared *slots[JF_MAX_WORKERS_PER_DB];
 
+	(void) jf_db_slots(MyDatabaseId, slots);
 	/* the earliest of the workers' windows; all of them if one is missing */
 	for (part = 0; part < jobflow_workers_per_database; part++)
 	{
-		JobflowShared *s = jf_db_part_slot(MyDatabaseId, part);
+		JobflowShared *s = slots[part];
 		pid_t		pid = 0;
 
 		if (s != NULL)

@@ -166,15 +166,27 @@ extern int	jobflow_worker_part;
 
 /*
  * Whether task id is this worker's: with several workers per database,
- * each serves the ids equal to its part modulo their number, so no task is
- * ever claimed by two and every task has one.
+ * the first serves the tasks of cron timers (so that catching up on missed
+ * occurrences stays in one place), and each serves the other ids equal to
+ * its part modulo their number, so no task is ever claimed by two and
+ * every task has one.
  */
 static inline bool
-jf_worker_owns(int64 id)
+jf_worker_owns(int64 id, bool cron)
 {
-	return jobflow_workers_per_database <= 1 ||
-		id % jobflow_workers_per_database == jobflow_worker_part;
+	int64		n = jobflow_workers_per_database;
+
+	if (n <= 1)
+		return true;
+	if (cron)
+		return jobflow_worker_part == 0;
+	return ((id % n) + n) % n == jobflow_worker_part;
 }
+
+/* The same, in SQL over jobflow.tasks t, with $N and $part as parameters. */
+#define JF_OWNS_SQL(n, part) \
+	"(" n " = 1 OR CASE WHEN t.cron_id IS NOT NULL THEN " part " = 0" \
+	" ELSE (t.id % " n " + " n ") % " n " = " part " END)"
 
 /*
  * A worker's share of a cap that holds for the database: rounded up, so
@@ -193,6 +205,7 @@ extern void jobflow_reset_slot(JobflowShared *s);
 /* jobflow.c: this database's slot for readers (zeros when unserved) */
 extern JobflowShared *jobflow_reader_slot(void);
 extern uint64 jobflow_gauge_sum(size_t offset);
+extern int	jobflow_workers_up(void);
 
 /* jobflow.c: the due time before which new tasks must wake the worker */
 extern TimestampTz jobflow_notify_before(void);

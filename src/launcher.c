@@ -145,6 +145,35 @@ jf_db_part_slot(Oid dboid, int part)
 	return NULL;
 }
 
+/*
+ * The slots of a database's workers, by part, in one pass (NULL where a
+ * part has none); returns how many were found.
+ */
+int
+jf_db_slots(Oid dboid, JobflowShared **by_part)
+{
+	int			i;
+	int			n = 0;
+
+	for (i = 0; i < jobflow_workers_per_database; i++)
+		by_part[i] = NULL;
+	if (jf_ls == NULL || !OidIsValid(dboid))
+		return 0;
+	for (i = 0; i < jf_launcher_nslots() && n < jobflow_workers_per_database; i++)
+	{
+		JobflowShared *s = &jf_ls->slots[i];
+		int			part = s->part;
+
+		if (s->dboid == dboid && part >= 0 && part < jobflow_workers_per_database &&
+			by_part[part] == NULL)
+		{
+			by_part[part] = s;
+			n++;
+		}
+	}
+	return n;
+}
+
 /* The slot serving a database (its first worker's: the figures), or NULL. */
 JobflowShared *
 jf_db_slot(Oid dboid)
@@ -651,8 +680,10 @@ handle(Request *r, DbInfo *dbs, int ndbs)
 			if (have[p])
 				continue;
 			s = &jf_ls->slots[chosen[nfree++]];
-			s->dboid = r->dboid;
+			/* readers find slots by (dboid, part) without the lock */
 			s->part = p;
+			pg_write_barrier();
+			s->dboid = r->dboid;
 			s->incarnation = ++jf_ls->next_incarnation;
 			s->registered = false;
 			s->requested = false;
@@ -667,7 +698,7 @@ handle(Request *r, DbInfo *dbs, int ndbs)
 			continue;
 		if (r->kind == REQ_SERVE)
 			s->requested = true;
-		if (!s->registered)
+		if (!s->registered && nstart < JF_MAX_WORKERS_PER_DB)
 		{
 			/* before registering: the worker may clear it at once */
 			s->registered = true;
@@ -703,6 +734,7 @@ static void
 free_vanished(DbInfo *dbs, int ndbs)
 {
 	int			i;
+	int			j;
 
 	for (i = 0; i < jf_launcher_nslots(); i++)
 	{
@@ -714,9 +746,17 @@ free_vanished(DbInfo *dbs, int ndbs)
 		if (!OidIsValid(dboid))
 			continue;
 		db = find_db(dbs, ndbs, dboid);
-		SpinLockAcquire(&s->mutex);
-		pid = s->worker_pid;
-		SpinLockRelease(&s->mutex);
+		/* not servable: once none of its workers runs (each holds a slot) */
+		pid = 0;
+		for (j = 0; j < jf_launcher_nslots() && db != NULL && pid == 0; j++)
+		{
+			JobflowShared *o = &jf_ls->slots[j];
+
+			SpinLockAcquire(&o->mutex);
+			if (o->dboid == dboid)
+				pid = o->worker_pid;
+			SpinLockRelease(&o->mutex);
+		}
 		if (db == NULL || (!db->servable && pid == 0))
 			free_slot(dboid);
 	}

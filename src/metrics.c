@@ -390,6 +390,7 @@ emit_all(Emitter *em)
 	JobflowShared *s = em->slot;
 	JfMetricsShared *m = &s->metrics;
 	pid_t		pid;
+	int			up;
 	int			i;
 	int			h;
 
@@ -397,7 +398,11 @@ emit_all(Emitter *em)
 	pid = s->dboid == MyDatabaseId ? s->worker_pid : 0;
 	SpinLockRelease(&s->mutex);
 
-	gauge(em, "jobflow_worker_up", pid != 0 ? 1 : 0, "1 when the jobflow worker runs.");
+	up = jobflow_workers_up();
+	gauge(em, "jobflow_worker_up", up == jobflow_workers_per_database ? 1 : 0,
+		  "1 when every jobflow worker of the database runs.");
+	gauge(em, "jobflow_workers_up", up,
+		  "jobflow workers of the database running (of jobflow.workers_per_database).");
 	gauge(em, "jobflow_requests_in_flight", (double) jobflow_gauge_sum(offsetof(JobflowShared, in_flight)),
 		  "HTTP requests being sent or awaiting their answer.");
 	gauge(em, "jobflow_requests_queued", (double) jobflow_gauge_sum(offsetof(JobflowShared, queued)),

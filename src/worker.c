@@ -86,6 +86,10 @@ static char worker_dbname[NAMEDATALEN] = "";
 static void
 publish_stats(WorkerState *ws)
 {
+	JobflowShared *first = jf_db_slot(MyDatabaseId);
+
+	/* the first worker's slot, where counters add up, may have been replaced */
+	jobflow_figures = first != NULL ? first : jobflow_shared;
 	pg_atomic_write_u64(&jobflow_shared->wheel_tasks, jf_wheel_count(ws->wheel));
 	pg_atomic_write_u64(&jobflow_shared->wheel_bytes,
 						jf_wheel_memory(ws->wheel) + jf_feed_map_memory(ws) +
@@ -376,7 +380,8 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		more_due = jf_feed_take_wakeups(ws);
 
 		jf_dispatch_collect(ws);
-		if (jf_guard_roles_changed())
+		/* the first of the database's workers sweeps for all of them */
+		if (jf_guard_roles_changed() && jobflow_worker_part == 0)
 			jf_guard_sweep_roles();
 		if (jf_queues_refresh(ws, false))
 			jf_prune_reset_mark(ws->prune);
