@@ -607,8 +607,8 @@ jf_feed_process_notifications(WorkerState *ws)
 static void
 load_chunk(WorkerState *ws)
 {
-	Oid			types[3] = {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
-	Datum		values[3];
+	Oid			types[5] = {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, INT4OID, INT4OID};
+	Datum		values[5];
 	JfIdRanges *a = &ws->announced;
 	Datum	   *lo = palloc(sizeof(Datum) * a->n);
 	Datum	   *hi = palloc(sizeof(Datum) * a->n);
@@ -639,12 +639,15 @@ load_chunk(WorkerState *ws)
 	values[0] = PointerGetDatum(construct_array(lo, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	values[1] = PointerGetDatum(construct_array(hi, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	values[2] = TimestampTzGetDatum(jf_ms_to_ts(ws->loaded_until_ms));
+	values[3] = Int32GetDatum(jobflow_workers_per_database);
+	values[4] = Int32GetDatum(jobflow_worker_part);
 	load_rows(ws,
 			  "SELECT " LOAD_COLUMNS
 			  "  FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::bigint[])) AS r(lo, hi)"
 			  "  JOIN jobflow.tasks t ON t.id BETWEEN r.lo AND r.hi"
-			  " WHERE " JF_PENDING_SQL("t") " AND t.run_at < $3",
-			  3, types, values);
+			  " WHERE " JF_PENDING_SQL("t") " AND t.run_at < $3"
+			  "   AND " JF_OWNS_SQL("$4", "$5"),
+			  5, types, values);
 	jf_xact_commit();
 
 	/* drop the ranges loaded whole (a split one stays, shortened) */
@@ -734,8 +737,9 @@ jf_feed_housekeeping(WorkerState *ws, int64 now_ms)
 {
 	int64		new_until = now_ms + (int64) jobflow_horizon_s * 1000;
 	int64		recheck_until = now_ms + 2 * (int64) jobflow_reconcile_ms;
-	Oid			types[4] = {TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
-	Datum		values[4];
+	Oid			types[6] = {TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
+	INT4OID, INT4OID};
+	Datum		values[6];
 	bool		rescued = false;
 
 	if (new_until < ws->loaded_until_ms)
@@ -766,10 +770,14 @@ jf_feed_housekeeping(WorkerState *ws, int64 now_ms)
 	if (ws->loaded_until_ms == PG_INT64_MIN)
 	{
 		/* everything: at start in due order, the wheel's cheapest case */
+		types[1] = types[2] = INT4OID;
+		values[1] = Int32GetDatum(jobflow_workers_per_database);
+		values[2] = Int32GetDatum(jobflow_worker_part);
 		load_rows(ws,
 				  "SELECT " LOAD_COLUMNS " FROM jobflow.tasks t"
-				  " WHERE t.state = 'pending' AND t.run_at < $1 ORDER BY t.run_at",
-				  1, types, values);
+				  " WHERE t.state = 'pending' AND t.run_at < $1"
+				  "   AND " JF_OWNS_SQL("$2", "$3") " ORDER BY t.run_at",
+				  3, types, values);
 	}
 	else
 	{
@@ -794,11 +802,14 @@ jf_feed_housekeeping(WorkerState *ws, int64 now_ms)
 			ws->next_full_rescan_ms = now_ms + FULL_RESCAN_EVERY * (int64) jobflow_reconcile_ms;
 			ws->full_rescan_soon = false;
 		}
+		values[4] = Int32GetDatum(jobflow_workers_per_database);
+		values[5] = Int32GetDatum(jobflow_worker_part);
 		load_rows(ws,
 				  "SELECT " LOAD_COLUMNS " FROM jobflow.tasks t"
 				  " WHERE t.state = 'pending' AND t.run_at < $1"
-				  "   AND (t.run_at >= $2 OR (t.run_at < $3 AND t.run_at >= $4))",
-				  4, types, values);
+				  "   AND (t.run_at >= $2 OR (t.run_at < $3 AND t.run_at >= $4))"
+				  "   AND " JF_OWNS_SQL("$5", "$6"),
+				  6, types, values);
 	}
 	jf_xact_commit();
 
