@@ -119,32 +119,18 @@ guard_shmem_startup(void)
  * Restores in progress
  * ---------------------------------------------------------------------- */
 
-/* The restoring session ends: free its slot and wake the worker at once. */
+/* The restoring session ends: free its slot and wake the workers at once. */
 static void
 unregister_restorer(int code, Datum arg)
 {
-	Latch	   *latch = NULL;
 	int			i;
-	int			part;
 
 	SpinLockAcquire(&guard_shared->mutex);
 	for (i = 0; i < MAX_RESTORERS; i++)
 		if (guard_shared->restorer[i].pid == MyProcPid)
 			guard_shared->restorer[i].pid = 0;
 	SpinLockRelease(&guard_shared->mutex);
-
-	for (part = 0; part < jobflow_workers_per_database; part++)
-	{
-		JobflowShared *s = jf_db_part_slot(MyDatabaseId, part);
-
-		if (s == NULL)
-			continue;
-		SpinLockAcquire(&s->mutex);
-		latch = s->worker_latch;
-		SpinLockRelease(&s->mutex);
-		if (latch != NULL)
-			SetLatch(latch);
-	}
+	jf_db_wake(MyDatabaseId, false);
 }
 
 /*

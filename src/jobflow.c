@@ -552,19 +552,6 @@ jobflow_reader_slot(void)
 	return empty;
 }
 
-/* Set the latch of the worker serving this database, if one is attached. */
-static void
-wake_worker(JobflowShared *s)
-{
-	Latch	   *latch;
-
-	SpinLockAcquire(&s->mutex);
-	latch = s->dboid == MyDatabaseId ? s->worker_latch : NULL;
-	SpinLockRelease(&s->mutex);
-	if (latch != NULL)
-		SetLatch(latch);
-}
-
 /*
  * Hand the worker what a committed transaction needs it to load, and wake
  * it.  Runs in the commit callback, after the commit is visible: nothing
@@ -608,7 +595,7 @@ jobflow_publish_wake(const int64 *lo, const int64 *hi, int n, bool cron,
 		SpinLockRelease(&s->wake_mutex);
 		if (queues)
 			pg_atomic_fetch_add_u64(&s->queues_version, 1);
-		wake_worker(s);
+		jf_slot_wake(s, MyDatabaseId);
 	}
 	if (slots[0] != NULL)
 	{

@@ -129,23 +129,6 @@ jf_launcher_register(void)
 }
 
 /*
- * The slot of a database's worker number part, or NULL.  Read without the
- * lock: callers take the slot's own mutex for what must be exact.
- */
-JobflowShared *
-jf_db_part_slot(Oid dboid, int part)
-{
-	int			i;
-
-	if (jf_ls == NULL || !OidIsValid(dboid))
-		return NULL;
-	for (i = 0; i < jf_launcher_nslots(); i++)
-		if (jf_ls->slots[i].dboid == dboid && jf_ls->slots[i].part == part)
-			return &jf_ls->slots[i];
-	return NULL;
-}
-
-/*
  * The slots of a database's workers, by part, in one pass (NULL where a
  * part has none); returns how many were found.
  */
@@ -174,11 +157,56 @@ jf_db_slots(Oid dboid, JobflowShared **by_part)
 	return n;
 }
 
-/* The slot serving a database (its first worker's: the figures), or NULL. */
+/*
+ * The slot serving a database (its first worker's: the figures), or NULL.
+ * Read without the lock: callers take the slot's own mutex for what must
+ * be exact.
+ */
 JobflowShared *
 jf_db_slot(Oid dboid)
 {
-	return jf_db_part_slot(dboid, 0);
+	int			i;
+
+	if (jf_ls == NULL || !OidIsValid(dboid))
+		return NULL;
+	for (i = 0; i < jf_launcher_nslots(); i++)
+		if (jf_ls->slots[i].dboid == dboid && jf_ls->slots[i].part == 0)
+			return &jf_ls->slots[i];
+	return NULL;
+}
+
+/* Set the latch of a slot's worker, if one is attached for dboid. */
+void
+jf_slot_wake(JobflowShared *s, Oid dboid)
+{
+	Latch	   *latch;
+
+	SpinLockAcquire(&s->mutex);
+	latch = s->dboid == dboid ? s->worker_latch : NULL;
+	SpinLockRelease(&s->mutex);
+	if (latch != NULL)
+		SetLatch(latch);
+}
+
+/*
+ * Wake every worker of a database; with recheck, to look at its extension
+ * first (DROP EXTENSION committed).  Nothing here can fail.
+ */
+void
+jf_db_wake(Oid dboid, bool recheck)
+{
+	JobflowShared *slots[JF_MAX_WORKERS_PER_DB];
+	int			part;
+
+	(void) jf_db_slots(dboid, slots);
+	for (part = 0; part < jobflow_workers_per_database; part++)
+	{
+		if (slots[part] == NULL)
+			continue;
+		if (recheck)
+			pg_atomic_write_u32(&slots[part]->recheck, 1);
+		jf_slot_wake(slots[part], dboid);
+	}
 }
 
 /* jf_ls->mutex held */

@@ -23,8 +23,9 @@ extern PGDLLEXPORT void jobflow_probe_main(Datum main_arg);
 
 /* any backend: the slot serving a database, NULL when none does */
 extern JobflowShared *jf_db_slot(Oid dboid);
-extern JobflowShared *jf_db_part_slot(Oid dboid, int part);
 extern int	jf_db_slots(Oid dboid, JobflowShared **by_part);
+extern void jf_slot_wake(JobflowShared *s, Oid dboid);
+extern void jf_db_wake(Oid dboid, bool recheck);
 extern int	jf_launcher_nslots(void);
 
 /* the worker: its slot before it connects, and how it leaves */

@@ -46,29 +46,6 @@ static struct
 	bool		callback;
 }			local;
 
-/* Wake a database's workers to look at its extension (after DROP EXTENSION). */
-static void
-recheck(Oid dboid)
-{
-	int			part;
-
-	for (part = 0; part < jobflow_workers_per_database; part++)
-	{
-		JobflowShared *s = jf_db_part_slot(dboid, part);
-		Latch	   *latch = NULL;
-
-		if (s == NULL)
-			continue;
-		pg_atomic_write_u32(&s->recheck, 1);
-		SpinLockAcquire(&s->mutex);
-		if (s->dboid == dboid)
-			latch = s->worker_latch;
-		SpinLockRelease(&s->mutex);
-		if (latch != NULL)
-			SetLatch(latch);
-	}
-}
-
 /*
  * The transaction ends: holds end either way (and the launcher looks at
  * the databases held again); what a committed transaction asked for goes
@@ -110,8 +87,9 @@ launcher_xact_callback(XactEvent event, void *arg)
 			jf_launcher_post(local.serve[i], REQ_SERVE);
 		for (i = 0; i < local.nprobe; i++)
 			jf_launcher_post(local.probe[i], REQ_PROBE);
+		/* DROP EXTENSION: its workers look at the extension now */
 		for (i = 0; i < local.nrecheck; i++)
-			recheck(local.recheck[i]);
+			jf_db_wake(local.recheck[i], true);
 	}
 	local.nheld = local.nserve = local.nprobe = local.nrecheck = 0;
 }
