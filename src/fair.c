@@ -6,8 +6,14 @@
  *	  round-robin by priority within per-origin, per-owner, per-named-queue
  *	  and global limits and rates (see fair.h).
  *
- * Origins, owners and queues live in arrays that only grow, found through
- * small open-addressing tables of indexes; a queue is a ring buffer of
+ * Origins, named queues and lanes live in arrays found through small
+ * open-addressing tables of indexes.  What no task needs any more is
+ * collected (jf_fair_collect): a lane once nothing is parked or claimed in
+ * it and no task the caller holds names it, an origin or a named queue
+ * once no lane uses it and its rate has forgotten its last request.  Their
+ * slots are reused, so memory follows what is live, not every origin ever
+ * seen (a tenant sending to a million hosts in turn must not grow the
+ * worker without end); owners (roles) are few and stay.  A lane is a ring buffer of
  * task ids with their due times, in the order the wheel handed them over
  * (due order, but for overdue tasks loaded late); a paused queue that got
  * one out of order is sorted again before anything is next taken from it,
@@ -43,6 +49,7 @@ typedef struct Host
 								 * claimed: the owners sharing it now */
 	int			parked;			/* tasks parked in those queues */
 	int			top;			/* its slot in JfFair.top, or -1 */
+	uint32_t	lanes;			/* lanes on this origin */
 	JfRate		rate;			/* max_per_second_per_host */
 } Host;
 
@@ -54,6 +61,7 @@ typedef struct Group
 	uint32_t	hash;
 	JfFairQueueConfig cfg;
 	int			claimed;
+	uint32_t	lanes;			/* lanes of this named queue */
 	JfRate		rate;			/* cfg.max_per_second */
 } Group;
 
@@ -71,7 +79,7 @@ typedef struct Parked
 
 typedef struct Queue
 {
-	uint32_t	host;
+	uint32_t	host;			/* NONE: a free slot */
 	uint32_t	owner;
 	uint32_t	group;
 	Parked	   *ids;			/* ring buffer of parked tasks */
@@ -79,11 +87,20 @@ typedef struct Queue
 	uint32_t	count;
 	uint32_t	cap;
 	int			claimed;
+	uint32_t	holds;			/* the caller's tasks naming it (jf_fair_hold) */
 	uint32_t	prev;			/* in the circle of queues with tasks */
 	uint32_t	next;
 	bool		active;
 	bool		unsorted;		/* a task was parked out of due order */
 } Queue;
+
+/* Slots of an array free for reuse. */
+typedef struct FreeList
+{
+	uint32_t   *ids;
+	uint32_t	n;
+	uint32_t	cap;
+} FreeList;
 
 /* An open-addressing table of indexes + 1 (0 = empty slot). */
 typedef struct Index
@@ -112,6 +129,13 @@ struct JfFair
 	Index		owner_index;
 	Index		queue_index;
 	Index		group_index;
+	FreeList	free_hosts;
+	FreeList	free_queues;
+	FreeList	free_groups;
+	uint32_t	live_queues;
+	uint32_t	collect_queue;	/* where jf_fair_collect() goes on */
+	uint32_t	collect_host;
+	uint32_t	collect_group;
 	uint32_t	prioritized;	/* named queues with a priority other than 0 */
 	int64_t		next_deadline;	/* see jf_fair_next_deadline() */
 	uint32_t	cursor;			/* next queue to visit; NONE: no tasks */
@@ -201,6 +225,59 @@ array_reserve(JfFair *f, void **array, uint32_t *cap, uint32_t n, size_t elem)
 	return true;
 }
 
+/*
+ * Take entry idx (whose hash is given) out of an index, shifting back the
+ * entries after it that probed past its slot (linear probing needs no
+ * tombstones).
+ */
+static void
+index_remove(JfFair *f, Index *ix, uint32_t (*hash) (const JfFair *, uint32_t),
+			 uint32_t h, uint32_t idx)
+{
+	uint32_t	mask = ix->size - 1;
+	uint32_t	s = h & mask;
+	uint32_t	j;
+
+	while (ix->slots[s] != idx + 1)
+		s = (s + 1) & mask;
+	for (j = (s + 1) & mask; ix->slots[j] != 0; j = (j + 1) & mask)
+	{
+		uint32_t	home = hash(f, ix->slots[j] - 1) & mask;
+
+		/* the entry at j may move to s unless its home lies in (s, j] */
+		if (s <= j ? (home <= s || home > j) : (home <= s && home > j))
+		{
+			ix->slots[s] = ix->slots[j];
+			s = j;
+		}
+	}
+	ix->slots[s] = 0;
+	ix->used--;
+}
+
+/* Note a free slot; out of memory, it is simply not reused. */
+static void
+free_push(JfFair *f, FreeList *fl, uint32_t i)
+{
+	if (array_reserve(f, (void **) &fl->ids, &fl->cap, fl->n, sizeof(uint32_t)))
+		fl->ids[fl->n++] = i;
+}
+
+/*
+ * A slot for a new entry: a free one, or one more at the end of the array
+ * (NONE when out of memory).
+ */
+static uint32_t
+slot_take(JfFair *f, FreeList *fl, void **array, uint32_t *cap, uint32_t *n,
+		  size_t elem)
+{
+	if (fl->n > 0)
+		return fl->ids[--fl->n];
+	if (!array_reserve(f, array, cap, *n, elem))
+		return NONE;
+	return (*n)++;
+}
+
 JfFair *
 jf_fair_create(const JfFairConfig *cfg)
 {
@@ -241,6 +318,9 @@ jf_fair_destroy(JfFair *f)
 	free(f->owner_index.slots);
 	free(f->queue_index.slots);
 	free(f->group_index.slots);
+	free(f->free_hosts.ids);
+	free(f->free_queues.ids);
+	free(f->free_groups.ids);
 	free(f);
 }
 
@@ -335,19 +415,29 @@ find_host(JfFair *f, const char *origin)
 		if (host->hash == h && strcmp(host->origin, origin) == 0)
 			return f->host_index.slots[s] - 1;
 	}
-	if (!array_reserve(f, (void **) &f->hosts, &f->hosts_cap, f->nhosts, sizeof(Host)))
-		return NONE;
-	host = &f->hosts[f->nhosts];
-	memset(host, 0, sizeof(Host));
-	host->origin = strdup(origin);
-	if (host->origin == NULL)
-		return NONE;
-	f->bytes += strlen(origin) + 1;
-	host->hash = h;
-	host->top = -1;
-	f->host_index.slots[s] = ++f->nhosts;
-	f->host_index.used++;
-	return f->nhosts - 1;
+	{
+		char	   *copy = strdup(origin);
+		uint32_t	i;
+
+		if (copy == NULL)
+			return NONE;
+		i = slot_take(f, &f->free_hosts, (void **) &f->hosts, &f->hosts_cap,
+					  &f->nhosts, sizeof(Host));
+		if (i == NONE)
+		{
+			free(copy);
+			return NONE;
+		}
+		host = &f->hosts[i];
+		memset(host, 0, sizeof(Host));
+		host->origin = copy;
+		f->bytes += strlen(origin) + 1;
+		host->hash = h;
+		host->top = -1;
+		f->host_index.slots[s] = i + 1;
+		f->host_index.used++;
+		return i;
+	}
 }
 
 static uint32_t
@@ -374,8 +464,8 @@ find_owner(JfFair *f, uint32_t oid)
 
 /*
  * The named queue (oid, name), created with no limits on first use.  Its
- * index in f->groups stays valid; entries are never removed (a row deleted
- * from jobflow.queues just goes back to no limits).
+ * index in f->groups stays valid while it has lanes or limits (a row
+ * deleted from jobflow.queues just goes back to no limits).
  */
 static uint32_t
 find_group(JfFair *f, uint32_t oid, const char *name)
@@ -395,19 +485,29 @@ find_group(JfFair *f, uint32_t oid, const char *name)
 		if (g->hash == h && g->oid == oid && strcmp(g->name, name) == 0)
 			return f->group_index.slots[s] - 1;
 	}
-	if (!array_reserve(f, (void **) &f->groups, &f->groups_cap, f->ngroups, sizeof(Group)))
-		return NONE;
-	g = &f->groups[f->ngroups];
-	memset(g, 0, sizeof(Group));
-	g->name = strdup(name);
-	if (g->name == NULL)
-		return NONE;
-	f->bytes += strlen(name) + 1;
-	g->oid = oid;
-	g->hash = h;
-	f->group_index.slots[s] = ++f->ngroups;
-	f->group_index.used++;
-	return f->ngroups - 1;
+	{
+		char	   *copy = strdup(name);
+		uint32_t	i;
+
+		if (copy == NULL)
+			return NONE;
+		i = slot_take(f, &f->free_groups, (void **) &f->groups, &f->groups_cap,
+					  &f->ngroups, sizeof(Group));
+		if (i == NONE)
+		{
+			free(copy);
+			return NONE;
+		}
+		g = &f->groups[i];
+		memset(g, 0, sizeof(Group));
+		g->name = copy;
+		f->bytes += strlen(name) + 1;
+		g->oid = oid;
+		g->hash = h;
+		f->group_index.slots[s] = i + 1;
+		f->group_index.used++;
+		return i;
+	}
 }
 
 bool
@@ -466,17 +566,25 @@ jf_fair_queue(JfFair *f, uint32_t owner, const char *name, const char *url)
 		if (q->host == host && q->group == grp)
 			return f->queue_index.slots[s] - 1;
 	}
-	if (!array_reserve(f, (void **) &f->queues, &f->queues_cap, f->nqueues, sizeof(Queue)))
-		return NONE;
-	q = &f->queues[f->nqueues];
-	memset(q, 0, sizeof(Queue));
-	q->host = host;
-	q->owner = own;
-	q->group = grp;
-	q->prev = q->next = NONE;
-	f->queue_index.slots[s] = ++f->nqueues;
-	f->queue_index.used++;
-	return f->nqueues - 1;
+	{
+		uint32_t	i = slot_take(f, &f->free_queues, (void **) &f->queues,
+								  &f->queues_cap, &f->nqueues, sizeof(Queue));
+
+		if (i == NONE)
+			return NONE;
+		q = &f->queues[i];
+		memset(q, 0, sizeof(Queue));
+		q->host = host;
+		q->owner = own;
+		q->group = grp;
+		q->prev = q->next = NONE;
+		f->hosts[host].lanes++;
+		f->groups[grp].lanes++;
+		f->live_queues++;
+		f->queue_index.slots[s] = i + 1;
+		f->queue_index.used++;
+		return i;
+	}
 }
 
 /* Join the circle just before the cursor: visited last in this pass. */
@@ -717,14 +825,20 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 			sort_queue(q);
 		if (room > 0 && g->cfg.max_per_second > 0)
 		{
+			size_t		before = jf_rate_memory(&g->rate);
+
 			room = min_int(room, jf_rate_room(&g->rate, g->cfg.max_per_second, now,
 											  &f->next_deadline));
+			f->bytes += jf_rate_memory(&g->rate) - before;
 			group_rated = true;
 		}
 		if (room > 0 && f->cfg.max_per_second_per_host > 0)
 		{
+			size_t		before = jf_rate_memory(&h->rate);
+
 			room = min_int(room, jf_rate_room(&h->rate, f->cfg.max_per_second_per_host,
 											  now, &f->next_deadline));
+			f->bytes += jf_rate_memory(&h->rate) - before;
 			host_rated = true;
 		}
 		while (took < room && q->count > 0)
@@ -835,6 +949,126 @@ jf_fair_release(JfFair *f, uint32_t queue)
 	top_note(f, q->host);
 }
 
+void
+jf_fair_hold(JfFair *f, uint32_t queue)
+{
+	f->queues[queue].holds++;
+}
+
+void
+jf_fair_unhold(JfFair *f, uint32_t queue)
+{
+	f->queues[queue].holds--;
+}
+
+/* Free lane i: nothing is parked or claimed in it and nothing holds it. */
+static void
+free_queue(JfFair *f, uint32_t i)
+{
+	Queue	   *q = &f->queues[i];
+
+	index_remove(f, &f->queue_index, queue_hash, queue_hash(f, i), i);
+	f->hosts[q->host].lanes--;
+	f->groups[q->group].lanes--;
+	free(q->ids);
+	f->bytes -= (size_t) q->cap * sizeof(Parked);
+	memset(q, 0, sizeof(Queue));
+	q->host = NONE;
+	q->prev = q->next = NONE;
+	f->live_queues--;
+	free_push(f, &f->free_queues, i);
+}
+
+/* Free origin i: no lane uses it and its rate lost all memory of it. */
+static void
+free_host(JfFair *f, uint32_t i)
+{
+	Host	   *h = &f->hosts[i];
+
+	top_note(f, i);				/* idle: leaves the busiest table */
+	index_remove(f, &f->host_index, host_hash, h->hash, i);
+	f->bytes -= strlen(h->origin) + 1 + jf_rate_memory(&h->rate);
+	free(h->origin);
+	jf_rate_free(&h->rate);
+	memset(h, 0, sizeof(Host));
+	h->top = -1;
+	free_push(f, &f->free_hosts, i);
+}
+
+static bool
+unconfigured(const JfFairQueueConfig *cfg)
+{
+	return !cfg->paused && cfg->max_concurrent == 0 && cfg->max_per_second == 0 &&
+		cfg->priority == 0;
+}
+
+/* Free named queue i: no lane, no limits, its rate idle. */
+static void
+free_group(JfFair *f, uint32_t i)
+{
+	Group	   *g = &f->groups[i];
+
+	index_remove(f, &f->group_index, group_hash, g->hash, i);
+	f->bytes -= strlen(g->name) + 1 + jf_rate_memory(&g->rate);
+	free(g->name);
+	jf_rate_free(&g->rate);
+	memset(g, 0, sizeof(Group));
+	free_push(f, &f->free_groups, i);
+}
+
+size_t
+jf_fair_collect(JfFair *f, int64_t now_us, uint32_t budget)
+{
+	size_t		freed = 0;
+	uint32_t	k;
+
+	for (k = 0; k < budget && k < f->nqueues; k++)
+	{
+		Queue	   *q;
+
+		if (f->collect_queue >= f->nqueues)
+			f->collect_queue = 0;
+		q = &f->queues[f->collect_queue];
+		if (q->host != NONE && q->holds == 0 && q->count == 0 && q->claimed == 0 &&
+			!q->active)
+		{
+			free_queue(f, f->collect_queue);
+			freed++;
+		}
+		f->collect_queue++;
+	}
+	for (k = 0; k < budget && k < f->nhosts; k++)
+	{
+		Host	   *h;
+
+		if (f->collect_host >= f->nhosts)
+			f->collect_host = 0;
+		h = &f->hosts[f->collect_host];
+		if (h->origin != NULL && h->lanes == 0 && h->claimed == 0 && h->parked == 0 &&
+			jf_rate_idle(&h->rate, now_us))
+		{
+			free_host(f, f->collect_host);
+			freed++;
+		}
+		f->collect_host++;
+	}
+	for (k = 0; k < budget && k < f->ngroups; k++)
+	{
+		Group	   *g;
+
+		if (f->collect_group >= f->ngroups)
+			f->collect_group = 0;
+		g = &f->groups[f->collect_group];
+		if (g->name != NULL && g->lanes == 0 && g->claimed == 0 &&
+			unconfigured(&g->cfg) && jf_rate_idle(&g->rate, now_us))
+		{
+			free_group(f, f->collect_group);
+			freed++;
+		}
+		f->collect_group++;
+	}
+	return freed;
+}
 
 void
 jf_fair_drop_parked(JfFair *f)
@@ -848,6 +1082,7 @@ jf_fair_drop_parked(JfFair *f)
 		if (q->count > 0 && q->claimed == 0)
 			f->hosts[q->host].owners--;
 		q->head = q->count = 0;
+		q->holds = 0;
 		q->unsorted = false;
 		q->prev = q->next = NONE;
 		q->active = false;
@@ -908,7 +1143,7 @@ jf_fair_claimed(const JfFair *f)
 size_t
 jf_fair_queues(const JfFair *f)
 {
-	return f->nqueues;
+	return f->live_queues;
 }
 
 size_t

@@ -54,7 +54,8 @@ typedef struct JfFair JfFair;
 /* One of the busiest origins (jf_fair_busiest). */
 typedef struct JfFairLoad
 {
-	const char *origin;			/* "scheme://host:port", valid while f is */
+	const char *origin;			/* "scheme://host:port", valid until the next
+								 * jf_fair_collect() */
 	int			claimed;		/* picked and not yet released: in flight */
 	int			parked;			/* due and waiting for a place */
 } JfFairLoad;
@@ -95,11 +96,28 @@ extern void jf_fair_set_config(JfFair *f, const JfFairConfig *cfg);
 
 /*
  * The queue (lane) of (owner, named queue, the origin of url), created on
- * first use; stable for the life of f.  name NULL is "default".
- * UINT32_MAX when out of memory.
+ * first use.  name NULL is "default".  UINT32_MAX when out of memory.
+ *
+ * A lane number stays valid while the lane has tasks parked or claimed, or
+ * is held: jf_fair_collect() may free it otherwise, and give its number to
+ * another lane.  A caller that keeps lane numbers of tasks not yet parked
+ * (the worker's map of loaded tasks) holds the lane once per task, from
+ * before the next collect until it no longer keeps the number.
  */
 extern uint32_t jf_fair_queue(JfFair *f, uint32_t owner, const char *name,
 							  const char *url);
+extern void jf_fair_hold(JfFair *f, uint32_t queue);
+extern void jf_fair_unhold(JfFair *f, uint32_t queue);
+
+/*
+ * Free what no task needs any more: lanes neither parked, claimed nor
+ * held; origins and named queues without lanes whose rates forgot their
+ * last request (at now_us, the clock of jf_fair_pick), named queues only
+ * once jobflow.queues sets nothing for them.  Looks at up to budget
+ * entries of each kind, going on where the last call stopped; returns how
+ * many it freed.
+ */
+extern size_t jf_fair_collect(JfFair *f, int64_t now_us, uint32_t budget);
 
 /*
  * Settings of the named queue (owner, name); false when out of memory.
@@ -137,7 +155,7 @@ extern int64_t jf_fair_next_deadline(const JfFair *f);
 /* A picked task's request finished, or was not sent after all. */
 extern void jf_fair_release(JfFair *f, uint32_t queue);
 
-/* Forget every parked task (their ids no longer mean anything). */
+/* Forget every parked task and every hold (their ids no longer mean anything). */
 extern void jf_fair_drop_parked(JfFair *f);
 
 /*
@@ -152,7 +170,7 @@ extern int	jf_fair_busiest(JfFair *f, JfFairLoad *out, int sweep);
 
 extern size_t jf_fair_parked(const JfFair *f);
 extern int	jf_fair_claimed(const JfFair *f);
-extern size_t jf_fair_queues(const JfFair *f);
+extern size_t jf_fair_queues(const JfFair *f);	/* lanes live now */
 extern size_t jf_fair_memory(const JfFair *f);
 
 #endif							/* JF_FAIR_H */

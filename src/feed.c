@@ -195,8 +195,12 @@ jf_feed_upsert(WorkerState *ws, int64 id, int64 due_ms, uint32 queue)
 	if (found && !e->parked)
 		(void) jf_wheel_cancel(ws->wheel, e->handle, (uint64) id);
 	st = jf_wheel_insert(ws->wheel, (uint64) id, due_ms, &handle);
+	/* the map's entry holds its lane, so that the lane is not collected */
+	if (found)
+		jf_fair_unhold(ws->fair, e->queue);
 	if (st == JF_WHEEL_OK)
 	{
+		jf_fair_hold(ws->fair, queue);
 		e->handle = handle;
 		e->queue = queue;
 		e->parked = false;
@@ -242,6 +246,8 @@ jf_feed_take(uint64 id, void *arg)
 
 	if (e == NULL || !e->parked)
 		return false;
+	/* the pick counts it claimed in its lane before the next collect */
+	jf_fair_unhold(ws->fair, e->queue);
 	taskmap_delete_item(ws->map, e);
 	return true;
 }
@@ -744,6 +750,10 @@ jf_feed_housekeeping(WorkerState *ws, int64 now_ms)
 
 	if (new_until < ws->loaded_until_ms)
 		new_until = ws->loaded_until_ms;	/* jobflow.horizon was lowered */
+	/* lanes, origins and named queues no task needs: a quarter at a time */
+	if (ws->fair != NULL)
+		(void) jf_fair_collect(ws->fair, GetCurrentTimestamp(),
+							   Max(4096, (uint32) (jf_fair_queues(ws->fair) / 4)));
 	pg_atomic_write_u64(&jobflow_shared->horizon_end_ms, (uint64) new_until);
 	pg_atomic_write_u64(&jobflow_shared->notify_before_ms,
 						(uint64) Min(new_until, now_ms + 3 * (int64) jobflow_reconcile_ms));

@@ -243,6 +243,24 @@ jf_rate_spend(JfRate *r, int n, bool waiting)
 		r->owed = 0.0;
 }
 
+/*
+ * Whether forgetting r loses nothing: a rate started afresh (one token,
+ * an empty window) is never more permissive than one whose last look lies
+ * a whole window and a slot back, with nothing waiting on it.
+ */
+bool
+jf_rate_idle(const JfRate *r, int64_t now)
+{
+	return !r->started || now - r->now >= r->window_us + r->slot_us;
+}
+
+/* What r holds besides itself (its window, once started). */
+size_t
+jf_rate_memory(const JfRate *r)
+{
+	return r->sent != NULL ? RING * (sizeof(uint32_t) + sizeof(int64_t)) : 0;
+}
+
 void
 jf_rate_free(JfRate *r)
 {

@@ -32,6 +32,7 @@
 #define JF_RATE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define JF_RATE_SLOTS 200
@@ -68,6 +69,9 @@ extern int	jf_rate_room(JfRate *r, double rate, int64_t now, int64_t *deadline);
  */
 extern void jf_rate_spend(JfRate *r, int n, bool waiting);
 
+/* Forgetting r (jf_rate_free) now would lose nothing it enforces. */
+extern bool jf_rate_idle(const JfRate *r, int64_t now);
+extern size_t jf_rate_memory(const JfRate *r);
 extern void jf_rate_free(JfRate *r);
 
 #endif							/* JF_RATE_H */

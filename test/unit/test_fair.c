@@ -972,6 +972,182 @@ test_busiest_random(void)
 	jf_fair_destroy(f);
 }
 
+/*
+ * A tenant sending to ever new origins (and queue names), a few at a time:
+ * what the fair share holds follows what is live, not every origin it
+ * ever saw.  The worker's way: a loaded task holds its lane, parking and
+ * taking it hands the hold over to the pick, the request is released, and
+ * housekeeping collects.
+ */
+static void
+test_collect_many_origins(void)
+{
+	JfFairConfig c = config(1000, 1000, 1000);
+	JfFair	   *f;
+	char		url[64];
+	char		name[32];
+	size_t		settled = 0;
+	size_t		most = 0;
+	int64_t		t = 0;
+	int			fired = 0;
+	int			k;
+
+	for (int rated = 0; rated < 2; rated++)
+	{
+		c.max_per_second_per_host = rated ? 1000 : 0;
+		f = jf_fair_create(&c);
+		settled = most = 0;
+		fired = 0;
+		for (k = 0; k < 100000; k++, t += 1000)
+		{
+			uint32_t	lane;
+
+			snprintf(url, sizeof(url), "http://h%d.example/", k);
+			snprintf(name, sizeof(name), "q%d", k);
+			lane = jf_fair_queue(f, (uint32_t) (k % 7), name, url);
+			jf_fair_hold(f, lane);
+			jf_fair_push(f, lane, (uint64_t) k, 0);
+			jf_fair_unhold(f, lane);
+			for (int n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL); n > 0; n--)
+			{
+				jf_fair_release(f, picks[n - 1].queue);
+				fired++;
+			}
+			if (k % 100 == 99)
+				(void) jf_fair_collect(f, t, 4096);
+			if (k < 10000 && jf_fair_memory(f) > settled)
+				settled = jf_fair_memory(f);
+			if (k >= 10000 && jf_fair_memory(f) > most)
+				most = jf_fair_memory(f);
+		}
+		CHECKF(fired == 100000, "rated %d: %d of 100000 fired", rated, fired);
+		/* rated origins stay until their window forgets them: about 1,000 here */
+		CHECKF(jf_fair_queues(f) <= 100, "rated %d: %zu lanes live", rated,
+			   jf_fair_queues(f));
+		CHECKF(most <= settled + settled / 10,
+			   "rated %d: up to %zu bytes over 10,000 origins, %zu over the next 90,000",
+			   rated, settled, most);
+		CHECKF(most < (rated ? 8u : 1u) << 20, "rated %d: %zu bytes", rated, most);
+		jf_fair_destroy(f);
+	}
+}
+
+/*
+ * Collecting frees only what nothing needs: held, parked and claimed lanes
+ * keep their numbers and their origins; an origin whose rate still counts
+ * a recent request stays, and so does a named queue with limits; freed
+ * numbers go to new lanes, and every live lane is still found by its key.
+ */
+static void
+test_collect_keeps_what_is_needed(void)
+{
+	JfFairConfig c = config(1000, 1000, 1000);
+	JfFair	   *f;
+	JfFairLoad	top[JF_FAIR_TOP];
+	JfFairQueueConfig paused = {true, 0, 0, 0};
+	uint32_t	held, parked, claimed, idle, fresh, again;
+	uint32_t	lanes[5000];
+	bool		kept[5000];
+	uint32_t	rng = 12345;
+	int			n;
+
+	c.max_per_second_per_host = 1;
+	f = jf_fair_create(&c);
+	held = jf_fair_queue(f, 1, NULL, "http://held/");
+	parked = jf_fair_queue(f, 1, NULL, "http://parked/");
+	claimed = jf_fair_queue(f, 1, NULL, "http://claimed/");
+	idle = jf_fair_queue(f, 1, NULL, "http://idle/");
+	jf_fair_hold(f, held);
+	jf_fair_push(f, claimed, 1, 0);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
+	CHECK(n == 1 && picks[0].queue == claimed);
+	jf_fair_push(f, parked, 2, 0);
+	/* claimed's origin sent at 0; at 10 ms it still counts */
+	CHECK(jf_fair_collect(f, 10000, 100) == 2);	/* idle's lane and origin */
+	CHECK(jf_fair_queues(f) == 3);
+	fresh = jf_fair_queue(f, 2, NULL, "http://fresh/");
+	CHECKF(fresh == idle, "a freed number is reused: %u, %u", fresh, idle);
+	CHECK(jf_fair_queue(f, 1, NULL, "http://held/") == held);
+	CHECK(jf_fair_queue(f, 1, NULL, "http://parked/") == parked);
+	CHECK(jf_fair_queue(f, 1, NULL, "http://claimed/") == claimed);
+	again = jf_fair_queue(f, 1, NULL, "http://idle/");
+	CHECK(again != held && again != parked && again != claimed && again != fresh);
+	n = jf_fair_busiest(f, top, 10);
+	CHECKF(n == 2 && strcmp(top[0].origin, "http://claimed:80") == 0 &&
+		   strcmp(top[1].origin, "http://parked:80") == 0,
+		   "busiest: %d, %s", n, n > 0 ? top[0].origin : "");
+
+	/* claimed's lane goes once released, its origin's rate stays: 1/s */
+	jf_fair_release(f, claimed);
+	jf_fair_collect(f, 20000, 100);
+	CHECK(jf_fair_queues(f) == 2);	/* held, parked */
+	claimed = jf_fair_queue(f, 1, NULL, "http://claimed/");
+	jf_fair_push(f, claimed, 3, 0);
+	n = jf_fair_pick(f, picks, MAXPICK, 30000, NULL, NULL);
+	CHECKF(n == 1 && picks[0].id == 2, "at 30 ms: %d picked", n);
+	jf_fair_release(f, parked);
+	n = jf_fair_pick(f, picks, MAXPICK, 1100000, NULL, NULL);
+	CHECKF(n == 1 && picks[0].id == 3, "at 1.1 s: %d picked", n);
+	jf_fair_release(f, claimed);
+
+	/* a paused named queue keeps its setting with no lane at all */
+	jf_fair_configure(f, 5, "p", &paused);
+	jf_fair_unhold(f, held);
+	CHECK(jf_fair_collect(f, 60000000, 100) >= 5);	/* lanes and origins */
+	CHECK(jf_fair_queues(f) == 0);
+	jf_fair_push(f, jf_fair_queue(f, 5, "p", "http://x/"), 4, 0);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 61000000, NULL, NULL) == 0);
+	jf_fair_destroy(f);
+
+	/* rounds of random lanes, some held, the rest collected: all found again */
+	c.max_per_second_per_host = 0;
+	f = jf_fair_create(&c);
+	for (int round = 0; round < 20; round++)
+	{
+		static char urls[5000][32];
+		static char names[5000][16];
+		static uint32_t owners[5000];
+		static bool seen[1 << 15];
+		size_t		distinct = 0;
+		int			lost = 0;
+
+		memset(seen, 0, sizeof(seen));
+		for (int k = 0; k < 5000; k++)
+		{
+			rng ^= rng << 13;
+			rng ^= rng >> 17;
+			rng ^= rng << 5;
+			snprintf(urls[k], sizeof(urls[k]), "http://o%u/", rng % 700);
+			snprintf(names[k], sizeof(names[k]), "n%u", (rng >> 10) % 9);
+			owners[k] = rng % 3;
+			lanes[k] = jf_fair_queue(f, owners[k], names[k], urls[k]);
+			kept[k] = (rng >> 20) % 2 == 0;
+			if (kept[k])
+				jf_fair_hold(f, lanes[k]);
+		}
+		(void) jf_fair_collect(f, 0, 100000);
+		for (int k = 0; k < 5000; k++)
+		{
+			if (!kept[k])
+				continue;
+			if (jf_fair_queue(f, owners[k], names[k], urls[k]) != lanes[k])
+				lost++;
+			if (lanes[k] < (1 << 15) && !seen[lanes[k]])
+			{
+				seen[lanes[k]] = true;
+				distinct++;
+			}
+		}
+		CHECKF(lost == 0, "round %d: %d held lanes not found again", round, lost);
+		CHECKF(jf_fair_queues(f) == distinct, "round %d: %zu lanes live, %zu held",
+			   round, jf_fair_queues(f), distinct);
+		for (int k = 0; k < 5000; k++)
+			if (kept[k])
+				jf_fair_unhold(f, lanes[k]);
+	}
+	jf_fair_destroy(f);
+}
+
 int
 main(void)
 {
@@ -993,5 +1169,7 @@ main(void)
 	test_priority();
 	test_busiest();
 	test_busiest_random();
+	test_collect_many_origins();
+	test_collect_keeps_what_is_needed();
 	return unit_done("test_fair");
 }
