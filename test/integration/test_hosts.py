@@ -60,3 +60,56 @@ def test_hanging_host_does_not_delay_other_hosts(db, receiver, server, low_host_
     for i in hang_ids:
         log = task_log(db, i)
         assert len(log) == 1 and "timed out" in log[0]["error"].lower(), log
+
+
+def _wheel_bytes(db):
+    with db.cursor() as cur:
+        cur.execute("SELECT wheel_bytes FROM jobflow.worker_status()")
+        return cur.fetchone()[0]
+
+
+def _origins_round(db, n):
+    """2,000 tasks, each to an origin of its own (127.n.x.y:9: loopback,
+    refused at once), one attempt each; wait until all have failed."""
+    with db.cursor() as cur:
+        cur.execute(
+            "SELECT array_agg(jobflow.schedule("
+            "  url => pg_catalog.format('http://127.%%s.%%s.%%s:9/', %s, k / 250, k %% 250 + 1),"
+            "  max_attempts => 1))"
+            "  FROM generate_series(0, 1999) k", (n,))
+        ids = cur.fetchone()[0]
+    states = wait_final(db, ids, timeout=60)
+    assert set(states.values()) == {"failed"}
+
+
+def _settles_below(db, limit, timeout=20.0):
+    """Wait (housekeeping collects every second here) until the worker's
+    memory is at most limit; the last figure either way."""
+    deadline = time.time() + timeout
+    while True:
+        now = _wheel_bytes(db)
+        if now <= limit or time.time() > deadline:
+            return now
+        time.sleep(0.2)
+
+
+def test_origins_no_task_needs_are_forgotten(db, server):
+    """A tenant sending to ever new origins costs the worker the live ones
+    only: each origin's lane, its entry and (with a per-host rate) its
+    2.4 KB window go once its tasks are done and the rate forgot it.
+    Without that, every round of 2,000 new origins would keep about 6 MB."""
+    server.set_guc(db, "jobflow.max_requests_per_second_per_host", 1000)
+    time.sleep(0.5)
+    try:
+        before = _wheel_bytes(db)
+        _origins_round(db, 1)
+        # the arrays keep their size for reuse: up to about 0.5 MB here
+        first = _settles_below(db, before + 1_500_000)
+        assert first <= before + 1_500_000, (before, first)
+        _origins_round(db, 2)
+        second = _settles_below(db, first + 200_000)
+        print("worker memory: %d bytes before, %d after 2,000 origins, %d after 2,000 more"
+              % (before, first, second))
+        assert second <= first + 200_000, (before, first, second)
+    finally:
+        server.set_guc(db, "jobflow.max_requests_per_second_per_host", None)
