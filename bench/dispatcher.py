@@ -349,6 +349,23 @@ def perf_stop(proc, path):
     lines = [l for l in out.splitlines() if l.strip() and not l.startswith("#")]
     print("\nperf: worker during the first burst (self time, >= 1%)")
     print("\n".join(lines[:40]), flush=True)
+    # where the time goes, by library, and the worker's own phases with
+    # what they call (inclusive): the next bottleneck at a glance
+    out = subprocess.run(["perf", "report", "-i", path, "--stdio", "--no-children",
+                          "-g", "none", "--sort", "dso"],
+                         capture_output=True, text=True).stdout
+    lines = [l for l in out.splitlines() if l.strip() and not l.startswith("#")]
+    print("\nperf: self time by library")
+    print("\n".join(lines[:12]), flush=True)
+    out = subprocess.run(["perf", "report", "-i", path, "--stdio", "--children",
+                          "-g", "none", "--percent-limit", "2", "--sort", "symbol"],
+                         capture_output=True, text=True).stdout
+    keep = re.compile(r"\b(jf_\w+|jobflow_\w+|curl_multi_\w+|SPI_\w+|"
+                      r"CommitTransaction\w*|XLogFlush|heap_\w+|ExecModifyTable|"
+                      r"epoll_wait|build_request|claim_and_submit|record_result)\b")
+    lines = [l for l in out.splitlines() if keep.search(l) and not l.startswith("#")]
+    print("\nperf: inclusive time of the worker's phases and what they call (>= 2%)")
+    print("\n".join(lines[:40]), flush=True)
 
 
 def burst(tag, max_conc, per_host, do_perf):
