@@ -567,7 +567,7 @@ jf_dispatch_due(WorkerState *ws, int64 now_ms)
 	}
 	more = park_due(ws, now_ms, expired, batch);
 	ws->dispatch->places_freed = false;
-	n = jf_fair_pick(ws->fair, picks, batch, GetCurrentTimestamp(), jf_feed_take, ws);
+	n = jf_fair_pick(ws->fair, picks, batch, jf_rate_clock_us(), jf_feed_take, ws);
 	if (n > 0)
 	{
 		/*
@@ -677,7 +677,7 @@ jf_dispatch_deadline(WorkerState *ws)
 
 	if (at == INT64_MAX)
 		return INT64_MAX;
-	return jf_now_ms() + Max((int64) 0, (at - GetCurrentTimestamp() + 999) / 1000);
+	return jf_now_ms() + Max((int64) 0, (at - jf_rate_clock_us() + 999) / 1000);
 }
 
 /*

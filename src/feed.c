@@ -752,7 +752,7 @@ jf_feed_housekeeping(WorkerState *ws, int64 now_ms)
 		new_until = ws->loaded_until_ms;	/* jobflow.horizon was lowered */
 	/* lanes, origins and named queues no task needs: a quarter at a time */
 	if (ws->fair != NULL)
-		(void) jf_fair_collect(ws->fair, GetCurrentTimestamp(),
+		(void) jf_fair_collect(ws->fair, jf_rate_clock_us(),
 							   Max(4096, (uint32) (jf_fair_queues(ws->fair) / 4)));
 	pg_atomic_write_u64(&jobflow_shared->horizon_end_ms, (uint64) new_until);
 	pg_atomic_write_u64(&jobflow_shared->notify_before_ms,

@@ -16,6 +16,7 @@
 #include "jobflow.h"
 
 #include "datatype/timestamp.h"
+#include "portability/instr_time.h"
 #include "utils/timestamp.h"
 
 #include "fair.h"
@@ -70,6 +71,20 @@ static inline int64
 jf_now_ms(void)
 {
 	return (GetCurrentTimestamp() + JF_EPOCH_DIFF_US) / 1000;
+}
+
+/*
+ * The clock of dispatch rates (jf_fair_pick, jf_fair_collect): monotonic,
+ * in microseconds.  Rates measured on the wall clock froze for as long as
+ * the clock was stepped back, and sent a burst when it was stepped ahead.
+ */
+static inline int64
+jf_rate_clock_us(void)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	return (int64) INSTR_TIME_GET_MICROSEC(now);
 }
 
 /* What the worker remembers of a request in flight (the result's user). */
