@@ -22,6 +22,7 @@
  *-------------------------------------------------------------------------
  */
 #include "jobflow.h"
+#include "launcher.h"
 
 #include "funcapi.h"
 #include "http.h"
@@ -350,12 +351,78 @@ histogram(Emitter *em, JfHistId h)
 	sample(em, name, NULL, (double) total, hist_help[h]);
 }
 
+/* Busiest first; equal loads by origin, so that the order is stable. */
+static int
+compare_host_load(const void *a, const void *b)
+{
+	const JfHostShared *x = a;
+	const JfHostShared *y = b;
+	int64		dx = (int64) x->in_flight + x->queued;
+	int64		dy = (int64) y->in_flight + y->queued;
+
+	if (dx != dy)
+		return dx > dy ? -1 : 1;
+	return strcmp(x->origin, y->origin);
+}
+
+/*
+ * The busiest origins of the database: each running worker's ten, an
+ * origin's figures added up over the workers that send to it, the ten
+ * busiest of those.
+ */
+static int
+merged_hosts(JfHostShared *out)
+{
+	JobflowShared *slots[JF_MAX_WORKERS_PER_DB];
+	JfHostShared *all = palloc(sizeof(JfHostShared) * JF_FAIR_TOP * JF_MAX_WORKERS_PER_DB);
+	int			n = 0;
+	int			part;
+	int			i;
+	int			j;
+
+	(void) jf_db_slots(MyDatabaseId, slots);
+	for (part = 0; part < jobflow_workers_per_database; part++)
+	{
+		JobflowShared *s = slots[part];
+		JfHostShared got[JF_FAIR_TOP];
+		pid_t		pid;
+		int			k;
+
+		if (s == NULL)
+			continue;
+		SpinLockAcquire(&s->mutex);
+		pid = s->dboid == MyDatabaseId ? s->worker_pid : 0;
+		SpinLockRelease(&s->mutex);
+		if (pid == 0)
+			continue;			/* what it published is gone with it */
+		k = read_hosts(&s->metrics, got);
+		for (i = 0; i < k; i++)
+		{
+			for (j = 0; j < n; j++)
+				if (strcmp(all[j].origin, got[i].origin) == 0)
+					break;
+			if (j < n)
+			{
+				all[j].in_flight += got[i].in_flight;
+				all[j].queued += got[i].queued;
+			}
+			else
+				all[n++] = got[i];
+		}
+	}
+	qsort(all, n, sizeof(JfHostShared), compare_host_load);
+	n = Min(n, JF_FAIR_TOP);
+	memcpy(out, all, sizeof(JfHostShared) * n);
+	pfree(all);
+	return n;
+}
+
 /*
  * Requests in flight and queued for each of the busiest origins (none
  * while no worker runs: what was published is gone with it).
  */
 static void
-busiest_hosts(Emitter *em, bool worker_up)
+busiest_hosts(Emitter *em)
 {
 	static const char *const help_in_flight =
 		"HTTP requests being sent or awaiting their answer, for each of the busiest origins (at most 10, by requests in flight and queued; updated once a second).";
@@ -363,7 +430,7 @@ busiest_hosts(Emitter *em, bool worker_up)
 		"Due tasks waiting for a place under the concurrency caps, for each of the busiest origins (at most 10, by requests in flight and queued; updated once a second).";
 	JfHostShared hosts[JF_FAIR_TOP];
 	StringInfoData label;
-	int			n = worker_up ? read_hosts(&em->slot->metrics, hosts) : 0;
+	int			n = merged_hosts(hosts);
 	int			i;
 
 	initStringInfo(&label);
@@ -389,14 +456,9 @@ emit_all(Emitter *em)
 {
 	JobflowShared *s = em->slot;
 	JfMetricsShared *m = &s->metrics;
-	pid_t		pid;
 	int			up;
 	int			i;
 	int			h;
-
-	SpinLockAcquire(&s->mutex);
-	pid = s->dboid == MyDatabaseId ? s->worker_pid : 0;
-	SpinLockRelease(&s->mutex);
 
 	up = jobflow_workers_up();
 	gauge(em, "jobflow_worker_up", up == jobflow_workers_per_database ? 1 : 0,
@@ -407,7 +469,7 @@ emit_all(Emitter *em)
 		  "HTTP requests being sent or awaiting their answer.");
 	gauge(em, "jobflow_requests_queued", (double) jobflow_gauge_sum(offsetof(JobflowShared, queued)),
 		  "Due tasks waiting for a place under the concurrency caps.");
-	busiest_hosts(em, pid != 0);
+	busiest_hosts(em);
 	gauge(em, "jobflow_wheel_tasks", (double) jobflow_gauge_sum(offsetof(JobflowShared, wheel_tasks)),
 		  "Pending tasks held in the worker's time wheel.");
 	gauge(em, "jobflow_buffered_outcomes", (double) jobflow_gauge_sum(offsetof(JobflowShared, buffered_rows)),

@@ -7,7 +7,8 @@
 #     A burst due at once fires every task exactly once (checked by id, at
 #     the receiver and in the log); stopping one worker holds back its ids
 #     only, and they fire once it runs again; a cron timer, run by the
-#     first worker alone, fires once per occurrence.
+#     first worker alone, fires once per occurrence; the busiest origins
+#     of the metrics add up both workers' requests.
 #
 # The setting needs a restart: the module restarts the server with it and
 # restarts it again without it at the end.
@@ -19,6 +20,7 @@ import signal
 import time
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import _connect, query, wait_final
 
@@ -121,6 +123,30 @@ def test_a_stopped_worker_holds_back_its_ids_only(two_workers, db, receiver):
         os.kill(pids[1], signal.SIGCONT)
     assert set(wait_final(db, ids, timeout=30).values()) == {"succeeded"}
     assert len(receiver.tagged(tag)) == 20
+
+
+def test_busiest_origins_add_up_both_workers(two_workers, db, receiver):
+    """Eight hanging callbacks to one origin, four to each worker: the
+    metrics show that origin with 8 in flight, not the first worker's 4."""
+    busy = "http://127.0.0.1:%d" % receiver.port
+    hang, _ = receiver.unique_url("/hang")
+    with db.cursor() as cur:
+        cur.execute("SELECT array_agg(jobflow.schedule(%s, timeout_ms => 4000, max_attempts => 1))"
+                    "  FROM generate_series(1, 8)", (hang,))
+        ids = cur.fetchone()[0]
+    assert sorted(i % 2 for i in ids) == [0] * 4 + [1] * 4
+    seen = None
+    deadline = time.time() + 3.5
+    while time.time() < deadline:
+        text = query(db, "SELECT jobflow.metrics() AS m")[0]["m"]
+        seen = {s.labels.get("host"): s.value
+                for f in text_string_to_metric_families(text)
+                if f.name == "jobflow_host_requests_in_flight" for s in f.samples}
+        if seen.get(busy) == 8:
+            break
+        time.sleep(0.1)
+    assert seen.get(busy) == 8, seen
+    wait_final(db, ids, timeout=20)
 
 
 def test_cron_tasks_are_the_first_workers(two_workers, db, receiver):
