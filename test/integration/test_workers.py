@@ -8,16 +8,19 @@
 #     the receiver and in the log); stopping one worker holds back its ids
 #     only, and they fire once it runs again; a cron timer, run by the
 #     first worker alone, fires once per occurrence; the busiest origins
-#     of the metrics add up both workers' requests.
+#     of the metrics add up both workers' requests; a restore pauses both;
+#     CREATE DATABASE ... TEMPLATE a served database succeeds.
 #
 # The setting needs a restart: the module restarts the server with it and
 # restarts it again without it at the end.
 #
 # -------------------------------------------------------------------------
 
+import io
 import os
 import signal
 import time
+import uuid
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -170,6 +173,63 @@ def test_cron_tasks_are_the_first_workers(two_workers, db, receiver):
     assert len(fired) >= 3, states
     assert {i % 2 for i in fired} == {0, 1}, "ids of one parity only: %s" % fired
     assert len(receiver.tagged(tag)) == len(fired), "a task was called twice or not at all"
+
+
+def test_a_restore_pauses_both_workers(two_workers, db, receiver, connect):
+    """While a session restores jobflow's tables (a COPY into its log, as
+    pg_dump writes), neither worker claims anything, odd ids included;
+    once that session ends, every task fires once."""
+    restorer = connect()
+    with restorer.cursor() as cur:
+        cur.copy_expert("COPY jobflow.task_log FROM STDIN", io.StringIO(""))
+    try:
+        url, tag = receiver.unique_url("/ok")
+        with db.cursor() as cur:
+            cur.execute("SELECT array_agg(jobflow.schedule(%s)) FROM generate_series(1, 10)", (url,))
+            ids = cur.fetchone()[0]
+        time.sleep(2.0)
+        assert receiver.tagged(tag) == []
+        states = query(db, "SELECT id, state::text FROM jobflow.tasks WHERE id = ANY(%s)", (ids,))
+        assert {r["state"] for r in states} == {"pending"}, states
+    finally:
+        restorer.close()
+    assert set(wait_final(db, ids, timeout=30).values()) == {"succeeded"}
+    assert len(receiver.tagged(tag)) == 10
+
+
+def test_create_database_from_a_template_with_two_workers(two_workers, databases, receiver,
+                                                          connect):
+    """CREATE DATABASE ... TEMPLATE a database served by two workers: both
+    leave it for the copy (which needs it to themselves), both come back,
+    and the copy is served by two of its own, each firing its ids."""
+    name, conn = databases()
+
+    def both(c, label):
+        deadline = time.time() + 30
+        while len(worker_pids(c)) < WORKERS:
+            assert time.time() < deadline, "workers in %s: %s" % (label, workers(c))
+            time.sleep(0.1)
+        return worker_pids(c)
+
+    before = both(conn, name)
+    conn.close()
+    copy = "jf_copy_" + uuid.uuid4().hex[:8]
+    databases.made.append(copy)
+    with databases.admin.cursor() as cur:
+        cur.execute("CREATE DATABASE %s TEMPLATE %s" % (copy, name))
+    conn = connect(dbname=name)
+    after = both(conn, name)
+    assert not set(after.values()) & set(before.values())
+    copied = connect(dbname=copy)
+    both(copied, copy)
+    for c in (conn, copied):
+        url, tag = receiver.unique_url("/ok")
+        with c.cursor() as cur:
+            cur.execute("SELECT array_agg(jobflow.schedule(%s)) FROM generate_series(1, 10)", (url,))
+            ids = cur.fetchone()[0]
+        assert {i % 2 for i in ids} == {0, 1}
+        assert set(wait_final(c, ids, timeout=30).values()) == {"succeeded"}
+        assert len(receiver.tagged(tag)) == 10
 
 
 def test_drop_database_stops_both_workers(two_workers, databases, receiver, connect):
