@@ -849,7 +849,7 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 			q->count--;
 			f->parked--;
 			h->parked--;
-			if (take != NULL && !take(id, arg))
+			if (take != NULL && !take(id, i, arg))
 				continue;
 			out[n].id = id;
 			out[n].queue = i;

@@ -85,10 +85,11 @@ typedef struct JfFairPick
 } JfFairPick;
 
 /*
- * Called for each parked id about to be picked: false drops it (a stale
- * entry: rescheduled, cancelled or already picked), true takes it.
+ * Called for each parked id about to be picked from lane queue: false
+ * drops it (a stale entry: rescheduled, moved to another lane, cancelled
+ * or already picked), true takes it.
  */
-typedef bool (*JfFairTake) (uint64_t id, void *arg);
+typedef bool (*JfFairTake) (uint64_t id, uint32_t queue, void *arg);
 
 extern JfFair *jf_fair_create(const JfFairConfig *cfg);
 extern void jf_fair_destroy(JfFair *f);

@@ -235,16 +235,19 @@ jf_feed_park(WorkerState *ws, int64 id, int64 due_ms)
 
 /*
  * jf_fair_pick's question for each parked id: is it still parked (not
- * moved back into the wheel by a reschedule, not taken already)?  Taking
- * it removes it from the map: from here on the claim decides.
+ * moved back into the wheel by a reschedule, not taken already), and in
+ * this lane?  A task moved to another named queue while parked leaves a
+ * stale copy in its old lane, which must not send it under the old
+ * queue's limits (past the new one's pause, say).  Taking it removes it
+ * from the map: from here on the claim decides.
  */
 bool
-jf_feed_take(uint64 id, void *arg)
+jf_feed_take(uint64 id, uint32 queue, void *arg)
 {
 	WorkerState *ws = (WorkerState *) arg;
 	TaskMapEntry *e = taskmap_lookup(ws->map, (int64) id);
 
-	if (e == NULL || !e->parked)
+	if (e == NULL || !e->parked || e->queue != queue)
 		return false;
 	/* the pick counts it claimed in its lane before the next collect */
 	jf_fair_unhold(ws->fair, e->queue);

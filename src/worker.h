@@ -159,7 +159,7 @@ extern bool jf_feed_take_wakeups(WorkerState *ws);
 extern void jf_feed_housekeeping(WorkerState *ws, int64 now_ms);
 extern void jf_feed_upsert(WorkerState *ws, int64 id, int64 due_ms, uint32 queue);
 extern bool jf_feed_park(WorkerState *ws, int64 id, int64 due_ms);
-extern bool jf_feed_take(uint64 id, void *arg);
+extern bool jf_feed_take(uint64 id, uint32 queue, void *arg);
 extern void jf_feed_recheck(WorkerState *ws, Datum ids, int64 now_ms);
 extern uint64 jf_feed_map_memory(WorkerState *ws);
 

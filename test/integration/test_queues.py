@@ -263,3 +263,27 @@ def test_dropped_role_loses_its_queues(db):
             break
         time.sleep(0.1)
     assert call(db, "SELECT count(*) FROM jobflow.queues WHERE owner::oid = %s", (oid,)) == 0
+
+
+def test_task_moved_to_a_paused_queue_stays_there(tenant, receiver):
+    """A task parked in paused queue a is moved (while due) to paused
+    queue b, then falls due there.  Resuming a must not send it under a's
+    settings through the copy a still held: it waits for b's resume, and
+    fires once."""
+    role, conn = tenant
+    call(conn, "SELECT jobflow.pause_queue('a')")
+    call(conn, "SELECT jobflow.pause_queue('b')")
+    url, tag = receiver.unique_url("/ok")
+    task = schedule(conn, url, queue="a", key="moved")
+    time.sleep(1.0)                 # due, parked in a's lane
+    again = schedule(conn, url, queue="b", key="moved", on_duplicate="replace",
+                     run_at_sql="now() + interval '500 ms'")
+    assert again == task
+    time.sleep(1.5)                 # due again, parked in b's lane
+    call(conn, "SELECT jobflow.resume_queue('a')")
+    time.sleep(1.5)
+    assert receiver.tagged(tag) == [], "sent through the queue it left"
+    assert states(conn, [task]) == {task: "pending"}
+    call(conn, "SELECT jobflow.resume_queue('b')")
+    assert wait_final(conn, task, timeout=10) == "succeeded"
+    assert len(receiver.tagged(tag)) == 1

@@ -190,10 +190,16 @@ test_round_robin_and_global(void)
 	jf_fair_destroy(f);
 }
 
+/* the lane take_even() should be asked about, and how often it was not */
+static uint32_t take_lane;
+static int	take_wrong_lane;
+
 static bool
-take_even(uint64_t id, void *arg)
+take_even(uint64_t id, uint32_t queue, void *arg)
 {
 	(*(int *) arg)++;
+	if (queue != take_lane)
+		take_wrong_lane++;
 	return id % 2 == 0;
 }
 
@@ -203,15 +209,20 @@ test_stale(void)
 {
 	JfFairConfig c = config(100, 5, 100);
 	JfFair	   *f = jf_fair_create(&c);
+	/* another lane first, empty: the take is asked about q's ids with q's number */
+	uint32_t	other = jf_fair_queue(f, 1, NULL, "http://other/");
 	uint32_t	q = jf_fair_queue(f, 1, NULL, "http://h/");
 	int			asked = 0;
 	int			k;
 	int			n;
 
+	CHECK(other != q);
 	for (k = 0; k < 20; k++)
 		jf_fair_push(f, q, k, 0);
+	take_lane = q;
 	n = jf_fair_pick(f, picks, MAXPICK, 0, take_even, &asked);
 	CHECK(n == 5 && asked == 9);
+	CHECK(take_wrong_lane == 0);
 	for (k = 0; k < n; k++)
 		CHECK(picks[k].id == (uint64_t) (2 * k));
 	jf_fair_destroy(f);
