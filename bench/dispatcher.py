@@ -343,6 +343,9 @@ def perf_start(pid, path):
 def perf_stop(proc, path):
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=60)
+    if os.environ.get("BENCH_PERF_DATA"):
+        # kept for a closer look (perf report -i ...); the bench's files go
+        subprocess.run(["cp", path, os.environ["BENCH_PERF_DATA"]], check=False)
     out = subprocess.run(["perf", "report", "-i", path, "--stdio", "--no-children",
                           "-g", "none", "--percent-limit", "1", "--sort", "dso,symbol"],
                          capture_output=True, text=True).stdout

@@ -10,7 +10,8 @@
 # are always stopped on exit.
 #
 # Environment: BENCH_PORT (cluster port, default 54413), BENCH_PERF=1
-# (perf-record the worker during the first burst and print its top symbols),
+# (perf-record the worker during the first burst and print its top symbols;
+# BENCH_PERF_DATA=FILE keeps the recording),
 # BENCH_TASKS_1M (size of the memory/load phase, default 1000000),
 # BENCH_PHASES (comma list of steady,burst,big,isolation), BENCH_BUILD=head
 # (build and install the last commit instead of the working tree), BENCH_REV

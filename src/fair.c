@@ -955,10 +955,12 @@ jf_fair_hold(JfFair *f, uint32_t queue)
 	f->queues[queue].holds++;
 }
 
+/* An unbalanced unhold would pin the lane for good: never below zero. */
 void
 jf_fair_unhold(JfFair *f, uint32_t queue)
 {
-	f->queues[queue].holds--;
+	if (f->queues[queue].holds > 0)
+		f->queues[queue].holds--;
 }
 
 /* Free lane i: nothing is parked or claimed in it and nothing holds it. */
@@ -1016,13 +1018,25 @@ free_group(JfFair *f, uint32_t i)
 	free_push(f, &f->free_groups, i);
 }
 
+/* How many of n entries one collect looks at: a quarter, within bounds. */
+static uint32_t
+collect_share(uint32_t n, uint32_t max_look)
+{
+	uint32_t	share = n / 4 > 4096 ? n / 4 : 4096;
+
+	return share < max_look ? share : max_look;
+}
+
 size_t
-jf_fair_collect(JfFair *f, int64_t now_us, uint32_t budget)
+jf_fair_collect(JfFair *f, int64_t now_us, uint32_t max_look, uint32_t max_free)
 {
 	size_t		freed = 0;
+	uint32_t	look;
+	uint32_t	gone;
 	uint32_t	k;
 
-	for (k = 0; k < budget && k < f->nqueues; k++)
+	look = collect_share(f->nqueues, max_look);
+	for (k = 0, gone = 0; k < look && k < f->nqueues && gone < max_free; k++)
 	{
 		Queue	   *q;
 
@@ -1033,11 +1047,13 @@ jf_fair_collect(JfFair *f, int64_t now_us, uint32_t budget)
 			!q->active)
 		{
 			free_queue(f, f->collect_queue);
-			freed++;
+			gone++;
 		}
 		f->collect_queue++;
 	}
-	for (k = 0; k < budget && k < f->nhosts; k++)
+	freed += gone;
+	look = collect_share(f->nhosts, max_look);
+	for (k = 0, gone = 0; k < look && k < f->nhosts && gone < max_free; k++)
 	{
 		Host	   *h;
 
@@ -1048,11 +1064,13 @@ jf_fair_collect(JfFair *f, int64_t now_us, uint32_t budget)
 			jf_rate_idle(&h->rate, now_us))
 		{
 			free_host(f, f->collect_host);
-			freed++;
+			gone++;
 		}
 		f->collect_host++;
 	}
-	for (k = 0; k < budget && k < f->ngroups; k++)
+	freed += gone;
+	look = collect_share(f->ngroups, max_look);
+	for (k = 0, gone = 0; k < look && k < f->ngroups && gone < max_free; k++)
 	{
 		Group	   *g;
 
@@ -1063,11 +1081,11 @@ jf_fair_collect(JfFair *f, int64_t now_us, uint32_t budget)
 			unconfigured(&g->cfg) && jf_rate_idle(&g->rate, now_us))
 		{
 			free_group(f, f->collect_group);
-			freed++;
+			gone++;
 		}
 		f->collect_group++;
 	}
-	return freed;
+	return freed + gone;
 }
 
 void

@@ -114,11 +114,14 @@ extern void jf_fair_unhold(JfFair *f, uint32_t queue);
  * Free what no task needs any more: lanes neither parked, claimed nor
  * held; origins and named queues without lanes whose rates forgot their
  * last request (at now_us, the clock of jf_fair_pick), named queues only
- * once jobflow.queues sets nothing for them.  Looks at up to budget
- * entries of each kind, going on where the last call stopped; returns how
- * many it freed.
+ * once jobflow.queues sets nothing for them.  Of each kind, looks at a
+ * quarter of the entries (at least 4,096, at most max_look), going on
+ * where the last call stopped, and frees at most max_free: one call costs
+ * the worker's loop a bounded time however many origins a tenant used.
+ * Returns how many it freed.
  */
-extern size_t jf_fair_collect(JfFair *f, int64_t now_us, uint32_t budget);
+extern size_t jf_fair_collect(JfFair *f, int64_t now_us, uint32_t max_look,
+							  uint32_t max_free);
 
 /*
  * Settings of the named queue (owner, name); false when out of memory.
@@ -156,7 +159,11 @@ extern int64_t jf_fair_next_deadline(const JfFair *f);
 /* A picked task's request finished, or was not sent after all. */
 extern void jf_fair_release(JfFair *f, uint32_t queue);
 
-/* Forget every parked task and every hold (their ids no longer mean anything). */
+/*
+ * Forget every parked task and every hold (their ids no longer mean
+ * anything): the caller forgets, at the same time, every lane number it
+ * kept for tasks not yet picked.
+ */
 extern void jf_fair_drop_parked(JfFair *f);
 
 /*

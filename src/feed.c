@@ -753,10 +753,12 @@ jf_feed_housekeeping(WorkerState *ws, int64 now_ms)
 
 	if (new_until < ws->loaded_until_ms)
 		new_until = ws->loaded_until_ms;	/* jobflow.horizon was lowered */
-	/* lanes, origins and named queues no task needs: a quarter at a time */
+	/*
+	 * Lanes, origins and named queues no task needs: a quarter at a time,
+	 * and never more than a few milliseconds' work.
+	 */
 	if (ws->fair != NULL)
-		(void) jf_fair_collect(ws->fair, jf_rate_clock_us(),
-							   Max(4096, (uint32) (jf_fair_queues(ws->fair) / 4)));
+		(void) jf_fair_collect(ws->fair, jf_rate_clock_us(), 65536, 4096);
 	pg_atomic_write_u64(&jobflow_shared->horizon_end_ms, (uint64) new_until);
 	pg_atomic_write_u64(&jobflow_shared->notify_before_ms,
 						(uint64) Min(new_until, now_ms + 3 * (int64) jobflow_reconcile_ms));

@@ -1025,7 +1025,7 @@ test_collect_many_origins(void)
 				fired++;
 			}
 			if (k % 100 == 99)
-				(void) jf_fair_collect(f, t, 4096);
+				(void) jf_fair_collect(f, t, 4096, 4096);
 			if (k < 10000 && jf_fair_memory(f) > settled)
 				settled = jf_fair_memory(f);
 			if (k >= 10000 && jf_fair_memory(f) > most)
@@ -1074,7 +1074,7 @@ test_collect_keeps_what_is_needed(void)
 	CHECK(n == 1 && picks[0].queue == claimed);
 	jf_fair_push(f, parked, 2, 0);
 	/* claimed's origin sent at 0; at 10 ms it still counts */
-	CHECK(jf_fair_collect(f, 10000, 100) == 2);	/* idle's lane and origin */
+	CHECK(jf_fair_collect(f, 10000, 100, 100) == 2);	/* idle's lane and origin */
 	CHECK(jf_fair_queues(f) == 3);
 	fresh = jf_fair_queue(f, 2, NULL, "http://fresh/");
 	CHECKF(fresh == idle, "a freed number is reused: %u, %u", fresh, idle);
@@ -1090,7 +1090,7 @@ test_collect_keeps_what_is_needed(void)
 
 	/* claimed's lane goes once released, its origin's rate stays: 1/s */
 	jf_fair_release(f, claimed);
-	jf_fair_collect(f, 20000, 100);
+	jf_fair_collect(f, 20000, 100, 100);
 	CHECK(jf_fair_queues(f) == 2);	/* held, parked */
 	claimed = jf_fair_queue(f, 1, NULL, "http://claimed/");
 	jf_fair_push(f, claimed, 3, 0);
@@ -1104,7 +1104,7 @@ test_collect_keeps_what_is_needed(void)
 	/* a paused named queue keeps its setting with no lane at all */
 	jf_fair_configure(f, 5, "p", &paused);
 	jf_fair_unhold(f, held);
-	CHECK(jf_fair_collect(f, 60000000, 100) >= 5);	/* lanes and origins */
+	CHECK(jf_fair_collect(f, 60000000, 100, 100) >= 5);	/* lanes and origins */
 	CHECK(jf_fair_queues(f) == 0);
 	jf_fair_push(f, jf_fair_queue(f, 5, "p", "http://x/"), 4, 0);
 	CHECK(jf_fair_pick(f, picks, MAXPICK, 61000000, NULL, NULL) == 0);
@@ -1113,8 +1113,10 @@ test_collect_keeps_what_is_needed(void)
 	/* rounds of random lanes, some held, the rest collected: all found again */
 	c.max_per_second_per_host = 0;
 	f = jf_fair_create(&c);
-	for (int round = 0; round < 20; round++)
+	for (int round = 0; round < 3020; round++)
 	{
+		/* 20 rounds of 5,000 lanes, then small tables, where runs wrap */
+		int			nlanes = round < 20 ? 5000 : 30;
 		static char urls[5000][32];
 		static char names[5000][16];
 		static uint32_t owners[5000];
@@ -1122,13 +1124,19 @@ test_collect_keeps_what_is_needed(void)
 		size_t		distinct = 0;
 		int			lost = 0;
 
+		if (round == 20)
+		{
+			/* tables of 64 slots again */
+			jf_fair_destroy(f);
+			f = jf_fair_create(&c);
+		}
 		memset(seen, 0, sizeof(seen));
-		for (int k = 0; k < 5000; k++)
+		for (int k = 0; k < nlanes; k++)
 		{
 			rng ^= rng << 13;
 			rng ^= rng >> 17;
 			rng ^= rng << 5;
-			snprintf(urls[k], sizeof(urls[k]), "http://o%u/", rng % 700);
+			snprintf(urls[k], sizeof(urls[k]), "http://o%u/", (nlanes < 5000 ? rng % 40 : rng % 700));
 			snprintf(names[k], sizeof(names[k]), "n%u", (rng >> 10) % 9);
 			owners[k] = rng % 3;
 			lanes[k] = jf_fair_queue(f, owners[k], names[k], urls[k]);
@@ -1136,8 +1144,10 @@ test_collect_keeps_what_is_needed(void)
 			if (kept[k])
 				jf_fair_hold(f, lanes[k]);
 		}
-		(void) jf_fair_collect(f, 0, 100000);
-		for (int k = 0; k < 5000; k++)
+		/* a quarter a call: four calls look at every lane */
+		for (int c = 0; c < 4; c++)
+			(void) jf_fair_collect(f, 0, 100000, 100000);
+		for (int k = 0; k < nlanes; k++)
 		{
 			if (!kept[k])
 				continue;
@@ -1152,7 +1162,7 @@ test_collect_keeps_what_is_needed(void)
 		CHECKF(lost == 0, "round %d: %d held lanes not found again", round, lost);
 		CHECKF(jf_fair_queues(f) == distinct, "round %d: %zu lanes live, %zu held",
 			   round, jf_fair_queues(f), distinct);
-		for (int k = 0; k < 5000; k++)
+		for (int k = 0; k < nlanes; k++)
 			if (kept[k])
 				jf_fair_unhold(f, lanes[k]);
 	}
