@@ -103,9 +103,10 @@ def test_origins_no_task_needs_are_forgotten(db, server):
     try:
         before = _wheel_bytes(db)
         _origins_round(db, 1)
-        # the arrays keep their size for reuse: up to about 0.5 MB here
-        first = _settles_below(db, before + 1_500_000)
-        assert first <= before + 1_500_000, (before, first)
+        # the worker's tables keep their size for reuse: about 2.1 MB more
+        # than a fresh worker here (7.4 MB without collecting)
+        first = _settles_below(db, before + 3_500_000)
+        assert first <= before + 3_500_000, (before, first)
         time.sleep(2.5)             # two more rounds of housekeeping: all collected
         first = _wheel_bytes(db)
         _origins_round(db, 2)
