@@ -469,7 +469,8 @@ jobflow_init_slot(JobflowShared *s)
 
 /*
  * A slot's figures start from zero for each database it serves: called by
- * the new worker, before anything writes them; readers may look meanwhile.
+ * the launcher once it assigned the slot, before it starts any worker of
+ * the database (nothing writes them yet); readers may look meanwhile.
  */
 void
 jobflow_reset_slot(JobflowShared *s)

@@ -111,7 +111,6 @@ typedef struct JobflowShared
 	bool		registered;		/* a worker is registered for the slot */
 	bool		requested;		/* CREATE EXTENSION since the worker looked */
 	pg_atomic_uint32 recheck;	/* DROP EXTENSION: check the extension now */
-	uint32		served_incarnation; /* the one the figures below are of */
 
 	slock_t		mutex;			/* protects worker_pid and latch */
 	pid_t		worker_pid;		/* 0 when no worker is attached */

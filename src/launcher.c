@@ -277,7 +277,6 @@ jf_worker_attach(Datum main_arg, Oid *dboid)
 	int			i = DatumGetInt32(main_arg);
 	JobflowShared *s;
 	bool		ours;
-	bool		fresh;
 
 	memcpy(&my_extra, MyBgworkerEntry->bgw_extra, sizeof(my_extra));
 	if (i < 0 || i >= jf_launcher_nslots())
@@ -291,11 +290,7 @@ jf_worker_attach(Datum main_arg, Oid *dboid)
 		s->worker_pid = MyProcPid;
 		s->worker_latch = MyLatch;
 		SpinLockRelease(&s->mutex);
-		fresh = s->served_incarnation != my_extra.incarnation;
-		s->served_incarnation = my_extra.incarnation;
 		SpinLockRelease(&jf_ls->mutex);
-		if (fresh)
-			jobflow_reset_slot(s);
 		my_slot = i;
 		*dboid = my_extra.dboid;
 		return s;
@@ -646,6 +641,8 @@ handle(Request *r, DbInfo *dbs, int ndbs)
 	JobflowShared *s;
 	WorkerExtra extra[JF_MAX_WORKERS_PER_DB];
 	int			chosen[JF_MAX_WORKERS_PER_DB];
+	int			fresh[JF_MAX_WORKERS_PER_DB];
+	int			nfresh = 0;
 	int			nstart = 0;
 	int			i;
 	int			p;
@@ -713,6 +710,7 @@ handle(Request *r, DbInfo *dbs, int ndbs)
 			pg_write_barrier();
 			s->dboid = r->dboid;
 			s->incarnation = ++jf_ls->next_incarnation;
+			fresh[nfresh++] = chosen[nfree - 1];
 			s->registered = false;
 			s->requested = false;
 			pg_atomic_write_u32(&s->recheck, 0);
@@ -737,6 +735,15 @@ handle(Request *r, DbInfo *dbs, int ndbs)
 		}
 	}
 	SpinLockRelease(&jf_ls->mutex);
+
+	/*
+	 * The figures of newly assigned slots start from zero here, before any
+	 * of the database's workers is started: a worker zeroing them as it
+	 * attached could wipe what another of them, faster, had already added
+	 * to the first worker's slot.
+	 */
+	for (p = 0; p < nfresh; p++)
+		jobflow_reset_slot(&jf_ls->slots[fresh[p]]);
 	for (p = 0; p < nstart; p++)
 	{
 		if (start_worker(chosen[p], extra[p], NameStr(db->name)))

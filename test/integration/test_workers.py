@@ -258,5 +258,7 @@ def test_drop_database_stops_both_workers(two_workers, databases, receiver, conn
         cur.execute("SELECT array_agg(jobflow.schedule(%s)) FROM generate_series(1, 10)", (url,))
         ids = cur.fetchone()[0]
     assert set(wait_final(again, ids, timeout=30).values()) == {"succeeded"}
+    # both workers' counts, from zero: none wiped by the other's start
+    assert query(again, "SELECT fired FROM jobflow.worker_status()")[0]["fired"] == 10
     assert len(receiver.tagged(tag)) == 10
     assert sorted(worker_pids(again)) == [0, 1]
