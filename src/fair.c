@@ -278,6 +278,30 @@ slot_take(JfFair *f, FreeList *fl, void **array, uint32_t *cap, uint32_t *n,
 	return (*n)++;
 }
 
+/*
+ * A zeroed slot for a new origin or named queue, with its own copy of the
+ * name in *copy; NONE (nothing kept) when out of memory.
+ */
+static uint32_t
+slot_take_named(JfFair *f, const char *name, char **copy, FreeList *fl,
+				void **array, uint32_t *cap, uint32_t *n, size_t elem)
+{
+	uint32_t	i;
+
+	*copy = strdup(name);
+	if (*copy == NULL)
+		return NONE;
+	i = slot_take(f, fl, array, cap, n, elem);
+	if (i == NONE)
+	{
+		free(*copy);
+		return NONE;
+	}
+	memset((char *) *array + (size_t) i * elem, 0, elem);
+	f->bytes += strlen(name) + 1;
+	return i;
+}
+
 JfFair *
 jf_fair_create(const JfFairConfig *cfg)
 {
@@ -416,22 +440,15 @@ find_host(JfFair *f, const char *origin)
 			return f->host_index.slots[s] - 1;
 	}
 	{
-		char	   *copy = strdup(origin);
-		uint32_t	i;
+		char	   *copy;
+		uint32_t	i = slot_take_named(f, origin, &copy, &f->free_hosts,
+										(void **) &f->hosts, &f->hosts_cap,
+										&f->nhosts, sizeof(Host));
 
-		if (copy == NULL)
-			return NONE;
-		i = slot_take(f, &f->free_hosts, (void **) &f->hosts, &f->hosts_cap,
-					  &f->nhosts, sizeof(Host));
 		if (i == NONE)
-		{
-			free(copy);
 			return NONE;
-		}
 		host = &f->hosts[i];
-		memset(host, 0, sizeof(Host));
 		host->origin = copy;
-		f->bytes += strlen(origin) + 1;
 		host->hash = h;
 		host->top = -1;
 		f->host_index.slots[s] = i + 1;
@@ -486,22 +503,15 @@ find_group(JfFair *f, uint32_t oid, const char *name)
 			return f->group_index.slots[s] - 1;
 	}
 	{
-		char	   *copy = strdup(name);
-		uint32_t	i;
+		char	   *copy;
+		uint32_t	i = slot_take_named(f, name, &copy, &f->free_groups,
+										(void **) &f->groups, &f->groups_cap,
+										&f->ngroups, sizeof(Group));
 
-		if (copy == NULL)
-			return NONE;
-		i = slot_take(f, &f->free_groups, (void **) &f->groups, &f->groups_cap,
-					  &f->ngroups, sizeof(Group));
 		if (i == NONE)
-		{
-			free(copy);
 			return NONE;
-		}
 		g = &f->groups[i];
-		memset(g, 0, sizeof(Group));
 		g->name = copy;
-		f->bytes += strlen(name) + 1;
 		g->oid = oid;
 		g->hash = h;
 		f->group_index.slots[s] = i + 1;
