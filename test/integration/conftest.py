@@ -260,8 +260,9 @@ def app_role(new_role):
 @pytest.fixture
 def databases(connect):
     """Factory: new_db(extension=True) -> (name, autocommit connection) of a
-    fresh database (with jobflow unless told otherwise); every one is
-    dropped at the end of the test."""
+    fresh database (with jobflow unless told otherwise), and
+    new_db.copy_of(name) -> the name of a copy made from it as a template;
+    every one is dropped at the end of the test."""
     admin = connect(dbname="postgres")
     made = []
 
@@ -276,8 +277,17 @@ def databases(connect):
                 cur.execute("CREATE EXTENSION jobflow")
         return name, conn
 
+    def copy_of(template):
+        """CREATE DATABASE ... TEMPLATE template; the copy's name."""
+        name = "jf_copy_" + uuid.uuid4().hex[:8]
+        made.append(name)
+        with admin.cursor() as cur:
+            cur.execute("CREATE DATABASE %s TEMPLATE %s" % (name, template))
+        return name
+
     new_db.admin = admin
     new_db.made = made
+    new_db.copy_of = copy_of
     yield new_db
     for conn_name in made:
         with admin.cursor() as cur:

@@ -126,10 +126,7 @@ def test_create_database_from_a_served_template(databases, receiver, connect):
     name, conn = databases()
     pid = wait_until(lambda: served_pid(conn), 30, "no worker in " + name)
     conn.close()
-    copy = "jf_copy_" + uuid.uuid4().hex[:8]
-    databases.made.append(copy)
-    with databases.admin.cursor() as cur:
-        cur.execute("CREATE DATABASE %s TEMPLATE %s" % (copy, name))
+    copy = databases.copy_of(name)
 
     # the template's worker comes back; the copy has jobflow and is served
     conn = connect(dbname=name)

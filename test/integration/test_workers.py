@@ -20,7 +20,6 @@ import io
 import os
 import signal
 import time
-import uuid
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -213,10 +212,7 @@ def test_create_database_from_a_template_with_two_workers(two_workers, databases
 
     before = both(conn, name)
     conn.close()
-    copy = "jf_copy_" + uuid.uuid4().hex[:8]
-    databases.made.append(copy)
-    with databases.admin.cursor() as cur:
-        cur.execute("CREATE DATABASE %s TEMPLATE %s" % (copy, name))
+    copy = databases.copy_of(name)
     conn = connect(dbname=name)
     after = both(conn, name)
     assert not set(after.values()) & set(before.values())
