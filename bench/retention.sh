@@ -19,6 +19,7 @@
 #   bench/retention.sh        RETENTION_RATE=10000 RETENTION_SECONDS=600 bench/retention.sh
 #   RETENTION_BENCH_PORT=54414 (default)   SKIP_BUILD=1 to use the installed build
 #   RETENTION_AHEAD=2 (s: a batch of tasks is committed that long before it is due)
+#   BENCH_WORKERS=2 (jobflow.workers_per_database; default 1)
 #   JOBFLOW_KEEP_CLUSTER=1 keeps the server's log (lock waits over 1 s,
 #   checkpoints, autovacuum runs) and nginx's access log for a post-mortem
 source "$(dirname "$0")/../scripts/lib.sh"
@@ -38,6 +39,7 @@ nginx_install
 set_pgbin
 cluster_start retbench "$PORT" "shared_buffers = 256MB" "max_wal_size = 4GB" \
 	"jobflow.reconcile_interval = 1s" \
+	"max_worker_processes = 32" "jobflow.workers_per_database = ${BENCH_WORKERS:-1}" \
 	"log_lock_waits = on" "log_checkpoints = on" "log_autovacuum_min_duration = 0" \
 	"shared_preload_libraries = 'jobflow,pg_stat_statements'"
 psql -X -q -d jobflow -c "CREATE EXTENSION pg_stat_statements" >/dev/null
