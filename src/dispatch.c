@@ -389,6 +389,29 @@ handle_unclaimed(WorkerState *ws, JfFairPick *picks, int n, bool *claimed,
 }
 
 /*
+ * Put back to pending, in the claim's transaction, tasks it claimed that
+ * moved to another lane: as if never claimed (their attempt count as
+ * before).  Rare: a statement only when it happens.
+ */
+static void
+unclaim_moved(Datum *moved, int nmoved)
+{
+	Oid			types[1] = {INT8ARRAYOID};
+	Datum		values[1];
+	int			ret;
+
+	values[0] = PointerGetDatum(construct_array(moved, nmoved, INT8OID, 8,
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	ret = SPI_execute_with_args("UPDATE jobflow.tasks SET state = 'pending',"
+								"       attempts = attempts OPERATOR(pg_catalog.-) 1"
+								" WHERE id OPERATOR(pg_catalog.=) ANY ($1)",
+								1, types, values, NULL, false, 0);
+	if (ret != SPI_OK_UPDATE)
+		elog(ERROR, "could not put moved tasks back: %s", SPI_result_code_string(ret));
+	jf_xact_count_statements(1);
+}
+
+/*
  * Claim the picked tasks and submit those that are still pending and due.
  * Everything the requests need is copied by jf_http_submit, so the
  * transaction's memory can go when it commits.
@@ -406,6 +429,8 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	JfHttpRequest *reqs;
 	Datum	   *ids;
 	bool	   *claimed;
+	Datum	   *moved;
+	int			nmoved = 0;
 	MemoryContext old;
 
 	/* sorted by id, so that each claimed row finds its pick */
@@ -452,7 +477,8 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"           (SELECT pg_catalog.jsonb_object_agg(x.name, x.value)"
 			"              FROM jobflow.secrets x WHERE x.owner = t.owner"
 			"               AND x.name IN (SELECT h.value OPERATOR(pg_catalog.->>) 'secret'"
-			"                                FROM pg_catalog.jsonb_each(t.headers) h))",
+			"                                FROM pg_catalog.jsonb_each(t.headers) h)),"
+			"           t.queue",
 			2, types, CURSOR_OPT_GENERIC_PLAN);
 
 		if (plan == NULL)
@@ -476,23 +502,53 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	jf_fault("claim");
 	nclaimed = (int) SPI_processed;
 	reqs = MemoryContextAlloc(ws->dispatch->claim_cxt, sizeof(JfHttpRequest) * Max(nclaimed, 1));
+	moved = palloc(sizeof(Datum) * Max(nclaimed, 1));
+	nclaimed = 0;
 	old = MemoryContextSwitchTo(ws->dispatch->claim_cxt);
 	for (i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
 		JfFairPick	key;
 		JfFairPick *pick;
+		Oid			owner;
+		char	   *url;
+		char	   *queue;
 
-		key.id = (uint64) DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
+		key.id = (uint64) DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
 		pick = bsearch(&key, picks, n, sizeof(JfFairPick), compare_pick);
 		/* the same id picked twice: the first pick is the one claimed */
 		while (pick > picks && pick[-1].id == key.id)
 			pick--;
+		owner = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
+		url = TextDatumGetCString(SPI_getbinval(tup, desc, 6, &isnull));
+		queue = TextDatumGetCString(SPI_getbinval(tup, desc, 16, &isnull));
+		if (!jf_fair_is_lane_of(ws->fair, pick->queue, owner, queue, url))
+		{
+			/*
+			 * Moved to another named queue or host since it was parked,
+			 * and the worker has not loaded the change yet: it must not go
+			 * under the settings of the lane it left (past the new queue's
+			 * pause, say).  Its claim is undone below, and it goes to its
+			 * new lane at once.
+			 */
+			uint32		lane = jf_fair_queue(ws->fair, owner, queue, url);
+
+			if (lane == UINT32_MAX)
+				ereport(ERROR,
+						(errcode(ERRCODE_OUT_OF_MEMORY),
+						 errmsg("out of memory queueing jobflow tasks by host")));
+			moved[nmoved++] = Int64GetDatum((int64) key.id);
+			jf_feed_upsert(ws, (int64) key.id, now_ms, lane);
+			continue;
+		}
 		claimed[pick - picks] = true;
-		build_request(ws, tup, SPI_tuptable->tupdesc, pick->queue, &reqs[i]);
+		build_request(ws, tup, desc, pick->queue, &reqs[nclaimed++]);
 	}
 	MemoryContextSwitchTo(old);
+	if (nmoved > 0)
+		unclaim_moved(moved, nmoved);
 	if (nclaimed < n)
 		handle_unclaimed(ws, picks, n, claimed, now_ms);
 	jf_xact_commit();

@@ -597,6 +597,20 @@ jf_fair_queue(JfFair *f, uint32_t owner, const char *name, const char *url)
 	}
 }
 
+bool
+jf_fair_is_lane_of(const JfFair *f, uint32_t queue, uint32_t owner,
+				   const char *name, const char *url)
+{
+	const Queue *q = &f->queues[queue];
+	char		origin[MAX_ORIGIN];
+
+	if (!jf_fair_origin(url, origin, sizeof(origin)))
+		snprintf(origin, sizeof(origin), "?");
+	return f->owners[q->owner].oid == owner &&
+		strcmp(f->groups[q->group].name, name != NULL ? name : "default") == 0 &&
+		strcmp(f->hosts[q->host].origin, origin) == 0;
+}
+
 /* Join the circle just before the cursor: visited last in this pass. */
 static void
 circle_insert(JfFair *f, uint32_t i)

@@ -108,6 +108,14 @@ extern void jf_fair_set_config(JfFair *f, const JfFairConfig *cfg);
 extern uint32_t jf_fair_queue(JfFair *f, uint32_t owner, const char *name,
 							  const char *url);
 extern void jf_fair_hold(JfFair *f, uint32_t queue);
+
+/*
+ * Whether lane queue is the one of (owner, named queue, the origin of
+ * url): a task's row may have moved to another queue or host since the
+ * caller parked it.
+ */
+extern bool jf_fair_is_lane_of(const JfFair *f, uint32_t queue, uint32_t owner,
+							   const char *name, const char *url);
 extern void jf_fair_unhold(JfFair *f, uint32_t queue);
 
 /*

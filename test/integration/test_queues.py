@@ -268,8 +268,9 @@ def test_dropped_role_loses_its_queues(db):
 def test_task_moved_to_a_paused_queue_stays_there(tenant, receiver):
     """A task parked in paused queue a is moved (while due) to paused
     queue b, then falls due there.  Resuming a must not send it under a's
-    settings through the copy a still held: it waits for b's resume, and
-    fires once."""
+    settings through the copy a still held, whether or not the worker has
+    loaded the move by then (the claim checks the row's queue too): it
+    waits for b's resume, and fires once."""
     role, conn = tenant
     call(conn, "SELECT jobflow.pause_queue('a')")
     call(conn, "SELECT jobflow.pause_queue('b')")
@@ -287,3 +288,6 @@ def test_task_moved_to_a_paused_queue_stays_there(tenant, receiver):
     call(conn, "SELECT jobflow.resume_queue('b')")
     assert wait_final(conn, task, timeout=10) == "succeeded"
     assert len(receiver.tagged(tag)) == 1
+    # a claim undone on the way (the worker had not seen the move) cost no attempt
+    assert query(conn, "SELECT attempts FROM jobflow.tasks WHERE id = %s", (task,))[0]["attempts"] == 1
+    assert len(query(conn, "SELECT 1 FROM jobflow.task_log WHERE task_id = %s", (task,))) == 1
