@@ -469,8 +469,11 @@ jobflow_init_slot(JobflowShared *s)
 
 /*
  * A slot's figures start from zero for each database it serves: called by
- * the launcher once it assigned the slot, before it starts any worker of
- * the database (nothing writes them yet); readers may look meanwhile.
+ * the launcher, under its lock, before it gives the slot to a database
+ * (so that none of the database's workers writes them yet; readers of the
+ * database that served it before may look meanwhile).  Stores only: no
+ * lock is taken but the slot's wake_mutex, never held while taking the
+ * launcher's.
  */
 void
 jobflow_reset_slot(JobflowShared *s)

@@ -641,8 +641,6 @@ handle(Request *r, DbInfo *dbs, int ndbs)
 	JobflowShared *s;
 	WorkerExtra extra[JF_MAX_WORKERS_PER_DB];
 	int			chosen[JF_MAX_WORKERS_PER_DB];
-	int			fresh[JF_MAX_WORKERS_PER_DB];
-	int			nfresh = 0;
 	int			nstart = 0;
 	int			i;
 	int			p;
@@ -705,12 +703,21 @@ handle(Request *r, DbInfo *dbs, int ndbs)
 			if (have[p])
 				continue;
 			s = &jf_ls->slots[chosen[nfree++]];
+
+			/*
+			 * Its figures start from zero before the database's workers
+			 * can find it: a running worker of the database (the second,
+			 * while the first's slot is replaced) adds to the first's
+			 * slot as soon as it finds it, and a worker zeroing them as
+			 * it attached wiped what a faster one had added.  Rare, and
+			 * only stores: done under the lock.
+			 */
+			jobflow_reset_slot(s);
 			/* readers find slots by (dboid, part) without the lock */
 			s->part = p;
 			pg_write_barrier();
 			s->dboid = r->dboid;
 			s->incarnation = ++jf_ls->next_incarnation;
-			fresh[nfresh++] = chosen[nfree - 1];
 			s->registered = false;
 			s->requested = false;
 			pg_atomic_write_u32(&s->recheck, 0);
@@ -735,15 +742,6 @@ handle(Request *r, DbInfo *dbs, int ndbs)
 		}
 	}
 	SpinLockRelease(&jf_ls->mutex);
-
-	/*
-	 * The figures of newly assigned slots start from zero here, before any
-	 * of the database's workers is started: a worker zeroing them as it
-	 * attached could wipe what another of them, faster, had already added
-	 * to the first worker's slot.
-	 */
-	for (p = 0; p < nfresh; p++)
-		jobflow_reset_slot(&jf_ls->slots[fresh[p]]);
 	for (p = 0; p < nstart; p++)
 	{
 		if (start_worker(chosen[p], extra[p], NameStr(db->name)))

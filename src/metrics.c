@@ -93,6 +93,11 @@ jf_metrics_reset(JfMetricsShared *m)
 		pg_atomic_write_u64(&m->outcomes[i], 0);
 	for (i = 0; i < JF_NCOUNT; i++)
 		pg_atomic_write_u64(&m->counters[i], 0);
+	/* the busiest origins of the database the slot served before go too */
+	pg_atomic_fetch_add_u32(&m->hosts_changecount, 1);
+	m->nhosts = 0;
+	pg_write_barrier();
+	pg_atomic_fetch_add_u32(&m->hosts_changecount, 1);
 }
 
 /* One observation of a histogram, in microseconds (negative counts as 0). */
