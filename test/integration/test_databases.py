@@ -94,6 +94,7 @@ def test_create_extension_fires_without_restart(databases, receiver):
     assert query(conn, "SELECT pg_postmaster_start_time() AS t")[0]["t"] == start
 
 
+@pytest.mark.timing
 def test_drop_database_while_served(databases, receiver, connect):
     name, conn = databases()
     pid = wait_until(lambda: served_pid(conn), 30, "no worker in " + name)

@@ -31,6 +31,7 @@ def by_task(reqs, task_id):
     return [r for r in reqs if r["headers"].get("x-jobflow-task-id") == str(task_id)]
 
 
+@pytest.mark.timing
 def test_fires_promptly_once_with_request_details(db, receiver):
     url, tag = receiver.unique_url("/echo")
     body = "hello from jobflow \u00e9"
@@ -164,6 +165,7 @@ def test_cancel_task_in_wheel(db, receiver):
     assert task_log(db, task_id) == []
 
 
+@pytest.mark.timing
 def test_reschedule_in_wheel_to_later(db, receiver):
     url, tag = receiver.unique_url("/ok")
     task_id = schedule(db, url, run_at_sql="now() + interval '1 s'")
@@ -183,6 +185,7 @@ def test_reschedule_in_wheel_to_later(db, receiver):
     assert len(receiver.tagged(tag)) == 1
 
 
+@pytest.mark.timing
 def test_reschedule_in_wheel_to_earlier(db, receiver):
     url, tag = receiver.unique_url("/ok")
     task_id = schedule(db, url, run_at_sql="now() + interval '4 s'")

@@ -40,6 +40,7 @@ def ranges(db):
     return query(db, "SELECT ranges FROM jobflow.wakeups()")[0]["ranges"]
 
 
+@pytest.mark.timing
 def test_wakeup_only_at_commit(connect, receiver, db):
     tx = connect(autocommit=False)
     url, tag = receiver.unique_url("/ok")

@@ -228,6 +228,7 @@ def test_create_database_from_a_template_with_two_workers(two_workers, databases
         assert len(receiver.tagged(tag)) == 10
 
 
+@pytest.mark.timing
 def test_drop_database_stops_both_workers(two_workers, databases, receiver, connect):
     """DROP DATABASE stops every worker of the database (each was told to
     stop and waited for), then goes through; the name again is served by
