@@ -136,6 +136,7 @@ struct JfFair
 	uint32_t	collect_queue;	/* where jf_fair_collect() goes on */
 	uint32_t	collect_host;
 	uint32_t	collect_group;
+	uint32_t	made;			/* slots taken since the last collection */
 	uint32_t	prioritized;	/* named queues with a priority other than 0 */
 	int64_t		next_deadline;	/* see jf_fair_next_deadline() */
 	uint32_t	cursor;			/* next queue to visit; NONE: no tasks */
@@ -272,9 +273,13 @@ slot_take(JfFair *f, FreeList *fl, void **array, uint32_t *cap, uint32_t *n,
 		  size_t elem)
 {
 	if (fl->n > 0)
+	{
+		f->made++;
 		return fl->ids[--fl->n];
+	}
 	if (!array_reserve(f, array, cap, *n, elem))
 		return NONE;
+	f->made++;
 	return (*n)++;
 }
 
@@ -1059,6 +1064,7 @@ jf_fair_collect(JfFair *f, int64_t now_us, uint32_t max_look, uint32_t max_free)
 	uint32_t	gone;
 	uint32_t	k;
 
+	f->made = 0;
 	look = collect_share(f->nqueues, max_look);
 	for (k = 0, gone = 0; k < look && k < f->nqueues && gone < max_free; k++)
 	{
@@ -1110,6 +1116,12 @@ jf_fair_collect(JfFair *f, int64_t now_us, uint32_t max_look, uint32_t max_free)
 		f->collect_group++;
 	}
 	return freed + gone;
+}
+
+bool
+jf_fair_collect_due(const JfFair *f)
+{
+	return f->made >= JF_FAIR_COLLECT_FREE / 2;
 }
 
 void

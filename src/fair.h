@@ -131,6 +131,19 @@ extern void jf_fair_unhold(JfFair *f, uint32_t queue);
 extern size_t jf_fair_collect(JfFair *f, int64_t now_us, uint32_t max_look,
 							  uint32_t max_free);
 
+/* what one collection looks at and frees of each kind, at the most */
+#define JF_FAIR_COLLECT_LOOK	65536
+#define JF_FAIR_COLLECT_FREE	4096
+
+/*
+ * Whether lanes, origins and named queues are being made faster than the
+ * periodic collection could free them: true once half of what one
+ * collection frees has been made since the last one.  The worker then
+ * collects at once, so a tenant sending to ever new hosts cannot outpace
+ * it, and each collection still costs the loop a bounded time.
+ */
+extern bool jf_fair_collect_due(const JfFair *f);
+
 /*
  * Settings of the named queue (owner, name); false when out of memory.
  * jf_fair_reset_queues() first puts every named queue back to no limits,

@@ -758,7 +758,8 @@ jf_feed_housekeeping(WorkerState *ws, int64 now_ms)
 	 * and never more than a few milliseconds' work.
 	 */
 	if (ws->fair != NULL)
-		(void) jf_fair_collect(ws->fair, jf_rate_clock_us(), 65536, 4096);
+		(void) jf_fair_collect(ws->fair, jf_rate_clock_us(), JF_FAIR_COLLECT_LOOK,
+							   JF_FAIR_COLLECT_FREE);
 	pg_atomic_write_u64(&jobflow_shared->horizon_end_ms, (uint64) new_until);
 	pg_atomic_write_u64(&jobflow_shared->notify_before_ms,
 						(uint64) Min(new_until, now_ms + 3 * (int64) jobflow_reconcile_ms));

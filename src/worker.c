@@ -392,6 +392,10 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		if (jf_now_ms() >= ws->next_housekeeping_ms ||
 			(ws->rescan_soon && jf_now_ms() >= ws->last_housekeeping_ms + RESCAN_SOON_MS))
 			jf_feed_housekeeping(ws, jf_now_ms());
+		/* lanes and origins made faster than housekeeping frees them */
+		else if (ws->fair != NULL && jf_fair_collect_due(ws->fair))
+			(void) jf_fair_collect(ws->fair, jf_rate_clock_us(), JF_FAIR_COLLECT_LOOK,
+								   JF_FAIR_COLLECT_FREE);
 		if (jf_now_ms() >= jf_log_writer_deadline(ws->log))
 			jf_log_writer_flush(ws->log);
 		if (jf_now_ms() >= ws->strays_look_ms)

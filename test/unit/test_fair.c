@@ -1044,6 +1044,53 @@ test_collect_many_origins(void)
 }
 
 /*
+ * A tenant sending to new origins faster than housekeeping collects (here
+ * 20,000 between two housekeepings, where one frees at most 4,096 of each
+ * kind): with the worker's early collection whenever jf_fair_collect_due()
+ * says so, the lanes live stay near what is in use; with housekeeping
+ * alone they would pile up by some 16,000 a round, without end.
+ */
+static void
+test_collect_keeps_pace(void)
+{
+	JfFairConfig c = config(1000, 1000, 1000);
+	JfFair	   *f;
+	char		url[64];
+	size_t		most = 0;
+	size_t		early = 0;
+	int64_t		t = 0;
+	int			k;
+
+	f = jf_fair_create(&c);
+	for (k = 0; k < 200000; k++, t += 10)
+	{
+		uint32_t	lane;
+
+		snprintf(url, sizeof(url), "http://h%d.example/", k);
+		lane = jf_fair_queue(f, (uint32_t) (k % 7), NULL, url);
+		jf_fair_hold(f, lane);
+		jf_fair_push(f, lane, (uint64_t) k, 0);
+		jf_fair_unhold(f, lane);
+		for (int n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL); n > 0; n--)
+			jf_fair_release(f, picks[n - 1].queue);
+		/* the worker's loop: housekeeping every 20,000, early when due */
+		if (k % 20000 == 19999)
+			(void) jf_fair_collect(f, t, JF_FAIR_COLLECT_LOOK, JF_FAIR_COLLECT_FREE);
+		else if (jf_fair_collect_due(f))
+		{
+			(void) jf_fair_collect(f, t, JF_FAIR_COLLECT_LOOK, JF_FAIR_COLLECT_FREE);
+			early++;
+		}
+		if (jf_fair_queues(f) > most)
+			most = jf_fair_queues(f);
+	}
+	CHECKF(early > 0, "no early collection in 200,000 new origins");
+	CHECKF(most <= 2 * JF_FAIR_COLLECT_FREE, "up to %zu lanes live (%zu early collections)",
+		   most, early);
+	jf_fair_destroy(f);
+}
+
+/*
  * Collecting frees only what nothing needs: held, parked and claimed lanes
  * keep their numbers and their origins; an origin whose rate still counts
  * a recent request stays, and so does a named queue with limits; freed
@@ -1192,5 +1239,6 @@ main(void)
 	test_busiest_random();
 	test_collect_many_origins();
 	test_collect_keeps_what_is_needed();
+	test_collect_keeps_pace();
 	return unit_done("test_fair");
 }
