@@ -279,9 +279,11 @@ row_queue(WorkerState *ws, HeapTuple tup, TupleDesc desc)
 
 /*
  * Put one loaded row in the wheel.  A task already in the wheel at its
- * run_at is left alone (rescans must not churn entries), and so is one
- * parked while it is still due; one whose run_at moved, announced or not,
- * gets its entry moved.
+ * run_at and in its lane is left alone (rescans must not churn entries),
+ * and so is one parked in its lane while it is still due; one whose run_at
+ * or lane (named queue, origin) moved, announced or not, gets its entry
+ * moved.  A parked task moved out of a paused queue would otherwise wait
+ * in that queue's lane, behind its pause, until someone resumed it.
  */
 static void
 load_tuple(WorkerState *ws, HeapTuple tup, TupleDesc desc, int64 now_ms)
@@ -291,15 +293,17 @@ load_tuple(WorkerState *ws, HeapTuple tup, TupleDesc desc, int64 now_ms)
 	TimestampTz run_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 2, &isnull));
 	int64		due = jf_ts_to_due_ms(run_at);
 	TaskMapEntry *e;
+	uint32		lane;
 
 	/* another worker's (jobflow.workers_per_database) */
 	if (!jf_worker_owns(id, DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull))))
 		return;
 	e = taskmap_lookup(ws->map, id);
-	if (e != NULL &&
+	lane = row_queue(ws, tup, desc);
+	if (e != NULL && e->queue == lane &&
 		(e->parked ? due <= now_ms : jf_wheel_due(ws->wheel, e->handle, (uint64) id) == due))
 		return;
-	jf_feed_upsert(ws, id, due, row_queue(ws, tup, desc));
+	jf_feed_upsert(ws, id, due, lane);
 }
 
 /*

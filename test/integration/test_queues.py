@@ -287,6 +287,25 @@ def test_dropped_role_loses_its_queues(db):
     assert call(db, "SELECT count(*) FROM jobflow.queues WHERE owner::oid = %s", (oid,)) == 0
 
 
+@pytest.mark.timing
+def test_task_moved_out_of_a_paused_queue_fires(tenant, receiver):
+    """A task parked in paused queue a is moved, while due, to queue b,
+    which nothing holds: it fires at once from b, while a stays paused.
+    Before, the worker left a parked task alone when it reloaded the row,
+    and the task waited in a's lane, behind a's pause, until a resumed."""
+    role, conn = tenant
+    call(conn, "SELECT jobflow.pause_queue('a')")
+    url, tag = receiver.unique_url("/ok")
+    task = schedule(conn, url, queue="a", key="out")
+    time.sleep(1.0)                 # due, parked in a's lane
+    assert states(conn, [task]) == {task: "pending"}
+    again = schedule(conn, url, queue="b", key="out", on_duplicate="replace")
+    assert again == task
+    assert wait_final(conn, task, timeout=10) == "succeeded"
+    assert len(receiver.tagged(tag)) == 1
+    assert call(conn, "SELECT paused FROM jobflow.queues WHERE name = 'a'") is True
+
+
 def test_task_moved_to_a_paused_queue_stays_there(tenant, receiver):
     """A task parked in paused queue a is moved (while due) to paused
     queue b, then falls due there.  Resuming a must not send it under a's
