@@ -401,6 +401,11 @@ merged_hosts(JfHostShared *out)
 		if (pid == 0)
 			continue;			/* what it published is gone with it */
 		k = read_hosts(&s->metrics, got);
+		/* given to another database while it was read: none of ours */
+		SpinLockAcquire(&s->mutex);
+		if (s->dboid != MyDatabaseId || s->worker_pid != pid)
+			k = 0;
+		SpinLockRelease(&s->mutex);
 		for (i = 0; i < k; i++)
 		{
 			for (j = 0; j < n; j++)
