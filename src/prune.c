@@ -28,16 +28,21 @@
  * (row-level security lets them update pending rows only) nor by the
  * worker, so the delete waits for nobody; SKIP LOCKED covers the rest.
  *
+ * The tasks at jobflow.retention are read through tasks_finished_at
+ * (updated_at, id) from where the last batch stopped (mark_at, mark_id),
+ * not from the oldest: the index entries of tasks deleted since the last
+ * VACUUM lead the index, and every batch would read them all again.  The
+ * mark starts from the oldest again when the queues' settings change,
+ * when the worker starts and every MARK_RESET_MS, for a task that finished
+ * behind it (a transaction that set updated_at and committed later).
+ *
  * A queue may have a retention of its own (jobflow.queues.retention; 0
  * keeps its tasks).  Then the batch has two parts: the queues with a
  * positive retention of their own, each through the partial index
  * tasks_finished_queue (owner, queue, updated_at); and the rest at
- * jobflow.retention, through tasks_finished_at (updated_at, id), passing
- * over the tasks of queues with their own retention.  So that those are
- * not passed over again by every batch, the second part goes on from
- * where the last one stopped (mark_at, mark_id), and starts from the
- * oldest again when the queues' settings change, when the worker starts
- * and every MARK_RESET_MS.
+ * jobflow.retention from the mark, passing over the tasks of queues with
+ * their own retention (the mark also keeps those from being passed over
+ * again by every batch).
  *
  *-------------------------------------------------------------------------
  */
@@ -194,6 +199,59 @@ prune_with_queues(JfPrune *p, Datum *values, Oid *types, int64 *logs, bool *full
 }
 
 /*
+ * One batch without queue retentions: the oldest finished tasks past the
+ * mark, which moves past them.  From the oldest each time, the batch read
+ * again the index entries of every task deleted since the last VACUUM
+ * (they lead tasks_finished_at and nothing cleans them sooner): at 10,000
+ * callbacks/s a batch's cost grew until autovacuum ran, and pruning fell
+ * behind.  Returns the tasks pruned, *logs their log rows.  values as for
+ * prune_with_queues.
+ */
+static int64
+prune_from_mark(JfPrune *p, Datum *values, Oid *types, int64 *logs)
+{
+	TupleDesc	desc;
+	HeapTuple	tup;
+	bool		isnull;
+	Datum		d;
+
+	if (SPI_execute_with_args(
+							  "WITH doomed AS ("
+							  "  SELECT t.id, t.updated_at FROM jobflow.tasks t"
+							  "   WHERE t.state IN ('succeeded', 'failed', 'cancelled')"
+							  "     AND t.updated_at < pg_catalog.now()"
+							  "         - pg_catalog.make_interval(secs => $1)"
+							  "     AND (t.updated_at, t.id) > ($3, $4)"
+							  "   ORDER BY t.updated_at, t.id LIMIT $2"
+							  "   FOR UPDATE SKIP LOCKED),"
+							  " gone AS ("
+							  "  DELETE FROM jobflow.tasks t USING doomed d"
+							  "   WHERE t.id = d.id RETURNING t.id),"
+							  " logs AS ("
+							  "  DELETE FROM jobflow.task_log l USING gone g"
+							  "   WHERE l.task_id = g.id RETURNING 1),"
+							  " last AS ("
+							  "  SELECT d.updated_at, d.id FROM doomed d"
+							  "   ORDER BY d.updated_at DESC, d.id DESC LIMIT 1)"
+							  " SELECT (SELECT pg_catalog.count(*) FROM gone),"
+							  "        (SELECT pg_catalog.count(*) FROM logs),"
+							  "        (SELECT updated_at FROM last), (SELECT id FROM last)",
+							  4, types, values, NULL, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not prune finished tasks");
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	*logs = DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
+	d = SPI_getbinval(tup, desc, 3, &isnull);
+	if (!isnull)
+	{
+		p->mark_at = DatumGetTimestampTz(d);
+		p->mark_id = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
+	}
+	return DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+}
+
+/*
  * One batch, once it is due: during a backlog at once (the share paces
  * it), else in a gap (nothing of the wheel due within PRUNE_SLACK_MS, no
  * request waiting to be sent) or, failing a gap, PRUNE_MAX_DEFER_MS after
@@ -209,7 +267,6 @@ jf_prune_turn(WorkerState *ws)
 	int64		took_us;
 	Oid			types[4] = {INT4OID, INT4OID, TIMESTAMPTZOID, INT8OID};
 	Datum		values[4];
-	bool		isnull;
 	int64		tasks;
 	int64		logs;
 	bool		positive;
@@ -233,38 +290,14 @@ jf_prune_turn(WorkerState *ws)
 	jf_fault("prune");
 	values[0] = Int32GetDatum(jobflow_retention_s);
 	values[1] = Int32GetDatum(jobflow_prune_batch_size);
+	if (now_ms >= p->mark_reset_ms)
+		jf_prune_reset_mark(p);
+	values[2] = TimestampTzGetDatum(p->mark_at);
+	values[3] = Int64GetDatum(p->mark_id);
 	if (overrides)
-	{
-		if (now_ms >= p->mark_reset_ms)
-			jf_prune_reset_mark(p);
-		values[2] = TimestampTzGetDatum(p->mark_at);
-		values[3] = Int64GetDatum(p->mark_id);
 		tasks = prune_with_queues(p, values, types, &logs, &full);
-	}
-	else if (SPI_execute_with_args(
-							  "WITH doomed AS ("
-							  "  SELECT t.id FROM jobflow.tasks t"
-							  "   WHERE t.state IN ('succeeded', 'failed', 'cancelled')"
-							  "     AND t.updated_at < pg_catalog.now()"
-							  "         - pg_catalog.make_interval(secs => $1)"
-							  "   ORDER BY t.updated_at LIMIT $2"
-							  "   FOR UPDATE SKIP LOCKED),"
-							  " gone AS ("
-							  "  DELETE FROM jobflow.tasks t USING doomed d"
-							  "   WHERE t.id = d.id RETURNING t.id),"
-							  " logs AS ("
-							  "  DELETE FROM jobflow.task_log l USING gone g"
-							  "   WHERE l.task_id = g.id RETURNING 1)"
-							  " SELECT (SELECT pg_catalog.count(*) FROM gone),"
-							  "        (SELECT pg_catalog.count(*) FROM logs)",
-							  2, types, values, NULL, false, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "could not prune finished tasks");
 	else
-	{
-		tasks = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		logs = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	}
+		tasks = prune_from_mark(p, values, types, &logs);
 	jf_xact_commit();
 	jf_xact_count_statements(1);
 

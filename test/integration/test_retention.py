@@ -211,3 +211,59 @@ def test_pruning_keeps_up_without_gaps(db, receiver, retention):
         retention("jobflow.retention", 0)
         one(db, "SELECT count(*) FROM jobflow.tasks WHERE url = %s AND state = 'pending'"
                 " AND jobflow.cancel(id)", (stream,))
+
+
+def finished_at_pages(conn):
+    """Pages of tasks_finished_at read so far, by every backend."""
+    return one(conn, "SELECT idx_blks_hit + idx_blks_read FROM pg_catalog.pg_statio_all_indexes"
+                     " WHERE indexrelid = 'jobflow.tasks_finished_at'::pg_catalog.regclass")
+
+
+def test_pruning_goes_on_from_where_it_stopped(db, receiver, retention):
+    """The entries of deleted tasks lead tasks_finished_at until VACUUM
+    removes them.  The pruner reads on from where its last batch stopped,
+    so its idle looks read a page or two, not the 40,000 dead entries
+    (some 140 pages) in front each time: before, every batch started from
+    the oldest, and at 10,000 callbacks/s pruning slowed down until
+    autovacuum ran, and fell behind.  Autovacuum is off for the table
+    meanwhile, so that the dead entries stay."""
+    one(db, "SELECT jobflow.prune(interval '0')")
+    with db.cursor() as cur:
+        cur.execute("ALTER TABLE jobflow.tasks SET (autovacuum_enabled = off)")
+    try:
+        url, _ = receiver.unique_url("/ok")
+        with db.cursor() as cur:
+            cur.execute("WITH i AS (INSERT INTO jobflow.tasks (url, run_at)"
+                        " SELECT %s, now() + interval '1 hour' FROM generate_series(1, 40000)"
+                        " RETURNING id) SELECT array_agg(id) FROM i", (url,))
+            old = cur.fetchone()[0]
+            cur.execute("SELECT count(*) FROM unnest(%s::bigint[]) i WHERE jobflow.cancel(i)", (old,))
+            assert cur.fetchone()[0] == len(old)
+        retention("jobflow.prune_batch_size", 500)
+        retention("jobflow.reconcile_interval", "500ms")
+        time.sleep(1.1)
+        retention("jobflow.retention", "1s")
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            left = one(db, "SELECT count(*) FROM jobflow.tasks WHERE id = ANY(%s)", (old,))
+            if left == 0:
+                break
+            time.sleep(0.2)
+        assert left == 0, "%d of %d old tasks left" % (left, len(old))
+        # idle looks, every 500 ms, once the statistics of the last batch are in
+        time.sleep(2)
+        before = finished_at_pages(db)
+        time.sleep(3)
+        read = finished_at_pages(db) - before
+        assert read < 60, "the pruner's idle looks read %d pages of tasks_finished_at in 3 s" % read
+        # and a task finished since is still pruned, from the mark on
+        later = schedule(db, url, run_at_sql="now() + interval '1 hour'")
+        assert one(db, "SELECT jobflow.cancel(%s)", (later,)) is True
+        deadline = time.time() + 20
+        while time.time() < deadline and task_row(db, later) is not None:
+            time.sleep(0.2)
+        assert task_row(db, later) is None
+    finally:
+        retention("jobflow.retention", 0)
+        with db.cursor() as cur:
+            cur.execute("ALTER TABLE jobflow.tasks RESET (autovacuum_enabled)")
