@@ -36,6 +36,9 @@ else
 	build_and_install
 fi
 
+# the same-run baseline of W2 (jobflow's HTTP layer alone, no database)
+make -C "$REPO/bench" -s bench_http
+
 cleanup() {
 	stop_nginx
 	cluster_remove
