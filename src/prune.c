@@ -126,6 +126,29 @@ jf_prune_deadline(WorkerState *ws)
 }
 
 /*
+ * Read a batch's result row (tasks pruned, log rows, the last finishing
+ * time and id it looked at) and move the mark past what it looked at.
+ * Returns the tasks pruned, *logs their log rows.
+ */
+static int64
+batch_result(JfPrune *p, int64 *logs)
+{
+	TupleDesc	desc = SPI_tuptable->tupdesc;
+	HeapTuple	tup = SPI_tuptable->vals[0];
+	bool		isnull;
+	Datum		d;
+
+	*logs = DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
+	d = SPI_getbinval(tup, desc, 3, &isnull);
+	if (!isnull)
+	{
+		p->mark_at = DatumGetTimestampTz(d);
+		p->mark_id = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
+	}
+	return DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+}
+
+/*
  * One batch with queue retentions set (see the file header): the queues'
  * own part, then the default part from the mark on, which moves the mark
  * past what it looked at.  Returns the tasks pruned, *logs their log rows,
@@ -135,10 +158,7 @@ jf_prune_deadline(WorkerState *ws)
 static int64
 prune_with_queues(JfPrune *p, Datum *values, Oid *types, int64 *logs, bool *full)
 {
-	TupleDesc	desc;
-	HeapTuple	tup;
 	bool		isnull;
-	Datum		d;
 
 	if (SPI_execute_with_args(
 							  "WITH own AS ("
@@ -185,17 +205,9 @@ prune_with_queues(JfPrune *p, Datum *values, Oid *types, int64 *logs, bool *full
 							  4, types, values, NULL, false, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "could not prune finished tasks");
-	tup = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	*logs = DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
-	*full = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
-	d = SPI_getbinval(tup, desc, 3, &isnull);
-	if (!isnull)
-	{
-		p->mark_at = DatumGetTimestampTz(d);
-		p->mark_id = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
-	}
-	return DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+	*full = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5,
+									   &isnull));
+	return batch_result(p, logs);
 }
 
 /*
@@ -210,11 +222,6 @@ prune_with_queues(JfPrune *p, Datum *values, Oid *types, int64 *logs, bool *full
 static int64
 prune_from_mark(JfPrune *p, Datum *values, Oid *types, int64 *logs)
 {
-	TupleDesc	desc;
-	HeapTuple	tup;
-	bool		isnull;
-	Datum		d;
-
 	if (SPI_execute_with_args(
 							  "WITH doomed AS ("
 							  "  SELECT t.id, t.updated_at FROM jobflow.tasks t"
@@ -239,16 +246,7 @@ prune_from_mark(JfPrune *p, Datum *values, Oid *types, int64 *logs)
 							  4, types, values, NULL, false, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "could not prune finished tasks");
-	tup = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	*logs = DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
-	d = SPI_getbinval(tup, desc, 3, &isnull);
-	if (!isnull)
-	{
-		p->mark_at = DatumGetTimestampTz(d);
-		p->mark_id = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
-	}
-	return DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+	return batch_result(p, logs);
 }
 
 /*

@@ -41,6 +41,17 @@ def finished_tasks(conn, receiver, n):
     return ids
 
 
+def wait_pruned(conn, ids, timeout):
+    """Wait until none of the tasks ids is left; fail saying how many are."""
+    deadline = time.time() + timeout
+    while True:
+        left = one(conn, "SELECT count(*) FROM jobflow.tasks WHERE id = ANY(%s)", (ids,))
+        if left == 0 or time.time() >= deadline:
+            break
+        time.sleep(0.1)
+    assert left == 0, "%d of %d old tasks left after %d s" % (left, len(ids), timeout)
+
+
 @pytest.fixture
 def retention(server, db):
     """Sets retention settings for one test, and resets them after it."""
@@ -71,13 +82,7 @@ def test_worker_prunes_in_batches(db, receiver, retention):
     before = (one(db, pruned, ("pruned_tasks_total",)), one(db, pruned, ("pruned_log_rows_total",)))
     retention("jobflow.retention", "2s")
 
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        left = one(db, "SELECT count(*) FROM jobflow.tasks WHERE id = ANY(%s)", (old,))
-        if left == 0:
-            break
-        time.sleep(0.1)
-    assert left == 0, "%d of %d old tasks left" % (left, len(old))
+    wait_pruned(db, old, 20)
     assert log_rows(db, old) == 0
     assert task_row(db, pending)["state"] == "pending"
     assert one(db, pruned, ("pruned_tasks_total",)) - before[0] >= len(old)
@@ -243,13 +248,7 @@ def test_pruning_goes_on_from_where_it_stopped(db, receiver, retention):
         retention("jobflow.reconcile_interval", "500ms")
         time.sleep(1.1)
         retention("jobflow.retention", "1s")
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            left = one(db, "SELECT count(*) FROM jobflow.tasks WHERE id = ANY(%s)", (old,))
-            if left == 0:
-                break
-            time.sleep(0.2)
-        assert left == 0, "%d of %d old tasks left" % (left, len(old))
+        wait_pruned(db, old, 60)
         # idle looks, every 500 ms, once the statistics of the last batch are in
         time.sleep(2)
         before = finished_at_pages(db)
@@ -259,10 +258,7 @@ def test_pruning_goes_on_from_where_it_stopped(db, receiver, retention):
         # and a task finished since is still pruned, from the mark on
         later = schedule(db, url, run_at_sql="now() + interval '1 hour'")
         assert one(db, "SELECT jobflow.cancel(%s)", (later,)) is True
-        deadline = time.time() + 20
-        while time.time() < deadline and task_row(db, later) is not None:
-            time.sleep(0.2)
-        assert task_row(db, later) is None
+        wait_pruned(db, [later], 20)
     finally:
         retention("jobflow.retention", 0)
         with db.cursor() as cur:

@@ -984,6 +984,32 @@ test_busiest_random(void)
 }
 
 /*
+ * One task to origin k (in named queue name, if any) as the worker handles
+ * it: a loaded task holds its lane, parking and taking it hands the hold
+ * over to the pick, and the request is released at once.  Returns how
+ * many requests were picked at t.
+ */
+static int
+send_to_new_origin(JfFair *f, int k, const char *name, int64_t t)
+{
+	char		url[64];
+	uint32_t	lane;
+	int			fired = 0;
+
+	snprintf(url, sizeof(url), "http://h%d.example/", k);
+	lane = jf_fair_queue(f, (uint32_t) (k % 7), name, url);
+	jf_fair_hold(f, lane);
+	jf_fair_push(f, lane, (uint64_t) k, 0);
+	jf_fair_unhold(f, lane);
+	for (int n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL); n > 0; n--)
+	{
+		jf_fair_release(f, picks[n - 1].queue);
+		fired++;
+	}
+	return fired;
+}
+
+/*
  * A tenant sending to ever new origins (and queue names), a few at a time:
  * what the fair share holds follows what is live, not every origin it
  * ever saw.  The worker's way: a loaded task holds its lane, parking and
@@ -995,7 +1021,6 @@ test_collect_many_origins(void)
 {
 	JfFairConfig c = config(1000, 1000, 1000);
 	JfFair	   *f;
-	char		url[64];
 	char		name[32];
 	size_t		settled = 0;
 	size_t		most = 0;
@@ -1011,19 +1036,8 @@ test_collect_many_origins(void)
 		fired = 0;
 		for (k = 0; k < 100000; k++, t += 1000)
 		{
-			uint32_t	lane;
-
-			snprintf(url, sizeof(url), "http://h%d.example/", k);
 			snprintf(name, sizeof(name), "q%d", k);
-			lane = jf_fair_queue(f, (uint32_t) (k % 7), name, url);
-			jf_fair_hold(f, lane);
-			jf_fair_push(f, lane, (uint64_t) k, 0);
-			jf_fair_unhold(f, lane);
-			for (int n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL); n > 0; n--)
-			{
-				jf_fair_release(f, picks[n - 1].queue);
-				fired++;
-			}
+			fired += send_to_new_origin(f, k, name, t);
 			if (k % 100 == 99)
 				(void) jf_fair_collect(f, t, 4096, 4096);
 			if (k < 10000 && jf_fair_memory(f) > settled)
@@ -1055,7 +1069,6 @@ test_collect_keeps_pace(void)
 {
 	JfFairConfig c = config(1000, 1000, 1000);
 	JfFair	   *f;
-	char		url[64];
 	size_t		most = 0;
 	size_t		early = 0;
 	int64_t		t = 0;
@@ -1064,15 +1077,7 @@ test_collect_keeps_pace(void)
 	f = jf_fair_create(&c);
 	for (k = 0; k < 200000; k++, t += 10)
 	{
-		uint32_t	lane;
-
-		snprintf(url, sizeof(url), "http://h%d.example/", k);
-		lane = jf_fair_queue(f, (uint32_t) (k % 7), NULL, url);
-		jf_fair_hold(f, lane);
-		jf_fair_push(f, lane, (uint64_t) k, 0);
-		jf_fair_unhold(f, lane);
-		for (int n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL); n > 0; n--)
-			jf_fair_release(f, picks[n - 1].queue);
+		(void) send_to_new_origin(f, k, NULL, t);
 		/* the worker's loop: housekeeping every 20,000, early when due */
 		if (k % 20000 == 19999)
 			(void) jf_fair_collect(f, t, JF_FAIR_COLLECT_LOOK, JF_FAIR_COLLECT_FREE);
