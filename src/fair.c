@@ -752,6 +752,45 @@ jf_fair_push(JfFair *f, uint32_t queue, uint64_t id, int64_t due)
 	return true;
 }
 
+bool
+jf_fair_stale_heavy(const JfFair *f, uint32_t queue)
+{
+	const Queue *q = &f->queues[queue];
+
+	return q->count > 2 * (uint64_t) q->holds + 16;
+}
+
+uint32_t
+jf_fair_compact(JfFair *f, uint32_t queue, JfFairTake here, void *arg)
+{
+	Queue	   *q = &f->queues[queue];
+	Host	   *h = &f->hosts[q->host];
+	uint32_t	kept = 0;
+	uint32_t	dropped;
+	uint32_t	k;
+
+	for (k = 0; k < q->count; k++)
+	{
+		Parked		p = q->ids[(q->head + k) % q->cap];
+
+		if (here(p.id, queue, arg))
+			q->ids[(q->head + kept++) % q->cap] = p;
+	}
+	dropped = q->count - kept;
+	q->count = kept;
+	f->parked -= dropped;
+	h->parked -= dropped;
+	if (q->count == 0)
+	{
+		if (q->claimed == 0)
+			h->owners--;
+		if (q->active)
+			circle_remove(f, queue);
+	}
+	top_note(f, q->host);
+	return dropped;
+}
+
 static int
 min_int(int a, int b)
 {

@@ -131,6 +131,24 @@ extern void jf_fair_unhold(JfFair *f, uint32_t queue);
 extern size_t jf_fair_collect(JfFair *f, int64_t now_us, uint32_t max_look,
 							  uint32_t max_free);
 
+/*
+ * Whether lane queue holds many copies of tasks no longer parked there
+ * (moved to another lane or back into the wheel while they waited): more
+ * than twice as many entries as the caller holds the lane for, and more
+ * than a few.  A lane that is not served (paused, or at a limit) never
+ * drops them otherwise, so a tenant rescheduling its tasks again and again
+ * would grow it with each commit.
+ */
+extern bool jf_fair_stale_heavy(const JfFair *f, uint32_t queue);
+
+/*
+ * Drop lane queue's copies for which here(id, queue, arg) is false,
+ * keeping the order of the others.  Costs a look at every entry of the
+ * lane: call it when jf_fair_stale_heavy() says half of them go.  Returns
+ * how many it dropped.
+ */
+extern uint32_t jf_fair_compact(JfFair *f, uint32_t queue, JfFairTake here, void *arg);
+
 /* what one collection looks at and frees of each kind, at the most */
 #define JF_FAIR_COLLECT_LOOK	65536
 #define JF_FAIR_COLLECT_FREE	4096

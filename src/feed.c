@@ -214,9 +214,25 @@ jf_feed_upsert(WorkerState *ws, int64 id, int64 due_ms, uint32 queue)
 }
 
 /*
+ * jf_fair_compact's question: is this copy still the task's (parked, in
+ * this lane)?  Asked before the task being parked is pushed, so that its
+ * own older copies there count as stale.
+ */
+static bool
+parked_here(uint64 id, uint32 queue, void *arg)
+{
+	WorkerState *ws = (WorkerState *) arg;
+	TaskMapEntry *e = taskmap_lookup(ws->map, (int64) id);
+
+	return e != NULL && e->parked && e->queue == queue;
+}
+
+/*
  * The task's wheel entry fell due: park it in its fair-share queue until
  * there is a place for it.  It stays in the map, marked parked, so loads
- * leave it alone unless it was rescheduled.
+ * leave it alone unless it was rescheduled.  Copies that tasks moved away
+ * left in the lane go first when they are most of it (a paused lane would
+ * keep them all).
  */
 bool
 jf_feed_park(WorkerState *ws, int64 id, int64 due_ms)
@@ -225,6 +241,8 @@ jf_feed_park(WorkerState *ws, int64 id, int64 due_ms)
 
 	if (e == NULL || e->parked)
 		return false;
+	if (jf_fair_stale_heavy(ws->fair, e->queue))
+		(void) jf_fair_compact(ws->fair, e->queue, parked_here, ws);
 	if (!jf_fair_push(ws->fair, e->queue, (uint64) id, due_ms))
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),

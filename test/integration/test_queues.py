@@ -21,7 +21,7 @@ import uuid
 import psycopg2
 import pytest
 
-from conftest import query, schedule, wait_final
+from conftest import query, schedule, wait_final, worker_status
 
 
 def call(conn, sql, args=None):
@@ -304,6 +304,33 @@ def test_task_moved_out_of_a_paused_queue_fires(tenant, receiver):
     assert wait_final(conn, task, timeout=10) == "succeeded"
     assert len(receiver.tagged(tag)) == 1
     assert call(conn, "SELECT paused FROM jobflow.queues WHERE name = 'a'") is True
+
+
+def test_task_flipped_between_paused_queues_leaves_no_pile(tenant, receiver, db):
+    """A task moved back and forth between two paused queues, due each
+    time, is parked in each in turn; the copy it leaves in the lane it
+    left is never served while that queue is paused.  Such copies go once
+    they are most of their lane, so the worker keeps a few dozen of them
+    (its queued figure), not one per move (150 here), and the task still
+    fires once when its queue resumes."""
+    role, conn = tenant
+    call(conn, "SELECT jobflow.pause_queue('a')")
+    call(conn, "SELECT jobflow.pause_queue('b')")
+    url, tag = receiver.unique_url("/ok")
+    task = schedule(conn, url, queue="a", key="flip")
+    time.sleep(0.5)                 # due, parked in a's lane
+    before = worker_status(db)["queued"]
+    for i in range(150):
+        assert schedule(conn, url, queue="b" if i % 2 == 0 else "a", key="flip",
+                        on_duplicate="replace") == task
+        time.sleep(0.02)            # parked again, in the other lane
+    time.sleep(0.5)
+    kept = worker_status(db)["queued"] - before
+    assert kept <= 40, "%d copies kept after 150 moves" % kept
+    call(conn, "SELECT jobflow.resume_queue('a')")
+    call(conn, "SELECT jobflow.resume_queue('b')")
+    assert wait_final(conn, task, timeout=10) == "succeeded"
+    assert len(receiver.tagged(tag)) == 1
 
 
 def test_task_moved_to_a_paused_queue_stays_there(tenant, receiver):

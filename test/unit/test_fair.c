@@ -349,6 +349,75 @@ test_pause(void)
 	jf_fair_destroy(f);
 }
 
+/* the copies jf_fair_compact keeps in test_compact: those of even ids */
+static bool
+even_id(uint64_t id, uint32_t queue, void *arg)
+{
+	(void) queue;
+	(void) arg;
+	return id % 2 == 0;
+}
+
+/*
+ * A paused lane full of copies of tasks moved away: jf_fair_stale_heavy
+ * says so once they are more than twice what is held (and more than a
+ * few), and compacting drops them, keeps the others in order across the
+ * ring's wrap, and leaves the counts right for the pick after the resume.
+ */
+static void
+test_compact(void)
+{
+	JfFairConfig c = config(4096, 64, 1024);
+	JfFair	   *f = jf_fair_create(&c);
+	uint32_t	a = jf_fair_queue(f, 1, "a", "http://h/");
+	uint32_t	b = jf_fair_queue(f, 1, "b", "http://h/");
+	JfFairQueueConfig p = qconfig(true, 0, 0, 0);
+	int			k;
+	int			n;
+
+	/* a's ring (16 places) wraps: 10 taken, then 14 parked while paused */
+	for (k = 0; k < 10; k++)
+		jf_fair_push(f, a, (uint64_t) (1000 + k), 0);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 10);
+	for (k = 0; k < 10; k++)
+		jf_fair_release(f, a);
+	CHECK(jf_fair_configure(f, 1, "a", &p));
+	for (k = 0; k < 14; k++)
+		jf_fair_push(f, a, (uint64_t) k, k);
+	CHECK(jf_fair_compact(f, a, even_id, NULL) == 7);
+	CHECK(jf_fair_parked(f) == 7);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 0);	/* still paused */
+	jf_fair_reset_queues(f);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
+	CHECKF(n == 7, "after resume %d", n);
+	for (k = 0; k < n; k++)
+		CHECKF(picks[k].queue == a && picks[k].id == (uint64_t) (2 * k),
+			   "pick %d: %llu", k, (unsigned long long) picks[k].id);
+	for (k = 0; k < n; k++)
+		jf_fair_release(f, a);
+
+	/* heavy once the entries are more than twice what is held, plus 16 */
+	CHECK(jf_fair_configure(f, 1, "b", &p));
+	for (k = 0; k < 10; k++)
+		jf_fair_hold(f, b);
+	for (k = 0; k < 36; k++)
+		jf_fair_push(f, b, (uint64_t) k, k);
+	CHECK(!jf_fair_stale_heavy(f, b));	/* 36 = 2 * 10 + 16 */
+	jf_fair_push(f, b, 36, 36);
+	CHECK(jf_fair_stale_heavy(f, b));
+	jf_fair_hold(f, b);
+	CHECK(!jf_fair_stale_heavy(f, b));	/* 37 < 2 * 11 + 16 */
+
+	/* a lane compacted to nothing leaves the circle */
+	jf_fair_push(f, a, 1, 0);
+	CHECK(jf_fair_compact(f, a, even_id, NULL) == 1);
+	CHECK(jf_fair_parked(f) == 37);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 0);
+	jf_fair_push(f, a, 2, 0);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 1 && picks[0].id == 2);
+	jf_fair_destroy(f);
+}
+
 /* A paused queue whose ring wrapped is served in due order on resume. */
 static void
 test_due_order(void)
@@ -1232,6 +1301,7 @@ main(void)
 	test_claimed_is_sendable();
 	test_shared_origin();
 	test_pause();
+	test_compact();
 	test_due_order();
 	test_max_concurrent();
 	test_rate();
