@@ -752,6 +752,24 @@ jf_fair_push(JfFair *f, uint32_t queue, uint64_t id, int64_t due)
 	return true;
 }
 
+/*
+ * Lane i's parked entries went down (picked, or dropped as stale): once
+ * none is left, it is no longer among its origin's owners unless it has
+ * requests claimed, and it leaves the circle of lanes with tasks.
+ */
+static void
+lane_drained(JfFair *f, uint32_t i)
+{
+	Queue	   *q = &f->queues[i];
+
+	if (q->count > 0)
+		return;
+	if (q->claimed == 0)
+		f->hosts[q->host].owners--;
+	if (q->active)
+		circle_remove(f, i);
+}
+
 bool
 jf_fair_stale_heavy(const JfFair *f, uint32_t queue)
 {
@@ -780,13 +798,7 @@ jf_fair_compact(JfFair *f, uint32_t queue, JfFairTake here, void *arg)
 	q->count = kept;
 	f->parked -= dropped;
 	h->parked -= dropped;
-	if (q->count == 0)
-	{
-		if (q->claimed == 0)
-			h->owners--;
-		if (q->active)
-			circle_remove(f, queue);
-	}
+	lane_drained(f, queue);
 	top_note(f, q->host);
 	return dropped;
 }
@@ -935,15 +947,11 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 		f->claimed += took;
 		global_room -= took;
 		top_note(f, q->host);
-		/* emptied by stale entries alone: no longer among the origin's owners */
-		if (q->count == 0 && q->claimed == 0)
-			h->owners--;
 		if (took > 0)
 			idle = 0;
-		if (q->count == 0)
-			circle_remove(f, i);
-		else if (took == 0)
+		else if (q->count > 0)
 			idle++;
+		lane_drained(f, i);
 		if (f->cursor == NONE)
 			break;
 		i = q->active ? next : f->cursor;
