@@ -9,7 +9,10 @@
 
 MODULE_big = jobflow
 EXTENSION = jobflow
-DATA = jobflow--0.1.0.sql jobflow--0.1.0--0.2.0.sql
+DATA = jobflow--0.1.0.sql jobflow--0.1.0--0.2.0.sql jobflow--0.2.0--0.3.0.sql
+# a fresh install of 0.3.0 runs the released scripts in order, behind a
+# prelude that refuses a schema made by someone else (src/install_prelude.sql)
+DATA_built = jobflow--0.3.0.sql
 PGFILEDESC = "jobflow - delayed and recurring HTTP callbacks"
 
 OBJS = \
@@ -53,6 +56,9 @@ SHLIB_LINK = -lcurl
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+jobflow--0.3.0.sql: src/install_prelude.sql jobflow--0.1.0.sql jobflow--0.1.0--0.2.0.sql jobflow--0.2.0--0.3.0.sql
+	cat $^ > $@
 
 # a VPATH build (pg_buildext builds in build-<version>/) needs the objects' directory
 ifdef VPATH

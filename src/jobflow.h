@@ -21,7 +21,7 @@
 
 #include "metrics.h"
 
-#define JOBFLOW_VERSION "0.2.0"
+#define JOBFLOW_VERSION "0.3.0"
 #define JOBFLOW_CHANNEL "jobflow"
 
 /* settings (jobflow.c) */

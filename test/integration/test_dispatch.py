@@ -51,7 +51,7 @@ def test_fires_promptly_once_with_request_details(db, receiver):
     assert h["x-test"] == "abc 123"
     assert h["x-jobflow-task-id"] == str(task_id)
     assert h["x-jobflow-attempt"] == "1"
-    assert h["user-agent"] == "jobflow/0.2.0"
+    assert h["user-agent"] == "jobflow/0.3.0"
 
     assert wait_final(db, task_id) == "succeeded"
     row = task_row(db, task_id)
