@@ -272,12 +272,13 @@ jobflow_create_signing_secret(PG_FUNCTION_ARGS)
 	if (SPI_execute("LOCK TABLE jobflow.signing_secrets IN SHARE ROW EXCLUSIVE MODE",
 					false, 0) != SPI_OK_UTILITY ||
 		SPI_execute_with_args("DELETE FROM jobflow.signing_secrets"
-							  " WHERE owner = $1 AND expires_at <= pg_catalog.now()",
+							  " WHERE owner OPERATOR(pg_catalog.=) $1"
+							  "   AND expires_at OPERATOR(pg_catalog.<=) pg_catalog.now()",
 							  1, types, values, NULL, false, 0) != SPI_OK_DELETE ||
 		SPI_execute_with_args("UPDATE jobflow.signing_secrets"
-							  "   SET expires_at = pg_catalog.now() + $2"
-							  " WHERE owner = $1 AND (expires_at IS NULL"
-							  "        OR expires_at > pg_catalog.now() + $2)",
+							  "   SET expires_at = pg_catalog.now() OPERATOR(pg_catalog.+) $2"
+							  " WHERE owner OPERATOR(pg_catalog.=) $1 AND (expires_at IS NULL"
+							  "        OR expires_at OPERATOR(pg_catalog.>) pg_catalog.now() OPERATOR(pg_catalog.+) $2)",
 							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
 		SPI_execute_with_args("INSERT INTO jobflow.signing_secrets (owner, secret)"
 							  " VALUES ($1, $3)",
@@ -312,8 +313,8 @@ jobflow_revoke_signing_secret(PG_FUNCTION_ARGS)
 					false, 0) != SPI_OK_UTILITY ||
 		SPI_execute_with_args(only_previous ?
 							  "DELETE FROM jobflow.signing_secrets"
-							  " WHERE owner = $1 AND expires_at IS NOT NULL" :
-							  "DELETE FROM jobflow.signing_secrets WHERE owner = $1",
+							  " WHERE owner OPERATOR(pg_catalog.=) $1 AND expires_at IS NOT NULL" :
+							  "DELETE FROM jobflow.signing_secrets WHERE owner OPERATOR(pg_catalog.=) $1",
 							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not revoke the signing secrets");
 	n = SPI_processed;
@@ -435,7 +436,8 @@ jobflow_drop_secret(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	jf_as_owner_begin("secrets", &as_owner);
-	if (SPI_execute_with_args("DELETE FROM jobflow.secrets WHERE owner = $1 AND name = $2",
+	if (SPI_execute_with_args("DELETE FROM jobflow.secrets"
+							  " WHERE owner OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2",
 							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not drop the secret");
 	found = SPI_processed > 0;
@@ -443,13 +445,14 @@ jobflow_drop_secret(PG_FUNCTION_ARGS)
 	{
 		if (SPI_execute_with_args("SELECT"
 								  " (SELECT pg_catalog.count(*) FROM jobflow.tasks t"
-								  "   WHERE t.owner = $1 AND t.state IN ('pending', 'running')"
+								  "   WHERE t.owner OPERATOR(pg_catalog.=) $1"
+								  "     AND t.state OPERATOR(pg_catalog.=) ANY ('{pending,running}')"
 								  "     AND EXISTS (SELECT 1 FROM pg_catalog.jsonb_each(t.headers) h"
-								  "                  WHERE h.value OPERATOR(pg_catalog.->>) 'secret' = $2)),"
+								  "                  WHERE h.value OPERATOR(pg_catalog.->>) 'secret' OPERATOR(pg_catalog.=) $2)),"
 								  " (SELECT pg_catalog.count(*) FROM jobflow.cron_timers c"
-								  "   WHERE c.owner = $1"
+								  "   WHERE c.owner OPERATOR(pg_catalog.=) $1"
 								  "     AND EXISTS (SELECT 1 FROM pg_catalog.jsonb_each(c.headers) h"
-								  "                  WHERE h.value OPERATOR(pg_catalog.->>) 'secret' = $2))",
+								  "                  WHERE h.value OPERATOR(pg_catalog.->>) 'secret' OPERATOR(pg_catalog.=) $2))",
 								  2, types, values, NULL, false, 1) != SPI_OK_SELECT ||
 			SPI_processed != 1)
 			elog(ERROR, "could not look for uses of the secret");
@@ -496,7 +499,8 @@ jf_check_secret_refs(List *names, Oid owner)
 
 		values[1] = CStringGetTextDatum(name);
 		if (SPI_execute_with_args("SELECT 1 FROM jobflow.secrets"
-								  " WHERE owner = $1 AND name = $2 FOR KEY SHARE",
+								  " WHERE owner OPERATOR(pg_catalog.=) $1"
+								  "   AND name OPERATOR(pg_catalog.=) $2 FOR KEY SHARE",
 								  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "could not look up a secret");
 		if (SPI_processed == 0)

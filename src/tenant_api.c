@@ -38,8 +38,11 @@
 
 /*
  * Become the owner of jobflow.<relname>, in a restricted security context
- * (see as_owner.h).  An ERROR aborts the transaction, which restores the
- * caller; jf_as_owner_end does it otherwise.
+ * and with search_path pinned to pg_catalog, pg_temp (see as_owner.h): the
+ * statements that follow are planned as the owner, and an operator the
+ * caller planted in a schema of its path would run as the owner.  An ERROR
+ * aborts the (sub)transaction, which restores the caller and the setting;
+ * jf_as_owner_end does it otherwise.
  */
 void
 jf_as_owner_begin(const char *relname, JfAsOwner *s)
@@ -53,6 +56,9 @@ jf_as_owner_begin(const char *relname, JfAsOwner *s)
 		elog(ERROR, "cache lookup failed for relation %u", relid);
 	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
 	ReleaseSysCache(tup);
+	s->save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	GetUserIdAndSecContext(&s->save_userid, &s->save_sec_context);
 	SetUserIdAndSecContext(owner, s->save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
@@ -62,6 +68,7 @@ void
 jf_as_owner_end(const JfAsOwner *s)
 {
 	SetUserIdAndSecContext(s->save_userid, s->save_sec_context);
+	AtEOXact_GUC(true, s->save_nestlevel);
 }
 
 /*
@@ -154,7 +161,8 @@ jobflow_replace_task(PG_FUNCTION_ARGS)
 
 	/* as the caller: row-level security decides which tasks it may change */
 	if (SPI_execute_with_args("SELECT 1 FROM jobflow.tasks"
-							  " WHERE id = $1 AND state = 'pending' FOR UPDATE",
+							  " WHERE id OPERATOR(pg_catalog.=) $1"
+							  "   AND state OPERATOR(pg_catalog.=) 'pending' FOR UPDATE",
 							  1, types, values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not check the task");
 	found = SPI_processed > 0;
@@ -166,7 +174,8 @@ jobflow_replace_task(PG_FUNCTION_ARGS)
 								  " body = $4, content_type = $5, headers = $6,"
 								  " method = $7, timeout_ms = $8, max_attempts = $9,"
 								  " queue = $10, body_bytes = $11, updated_at = pg_catalog.now()"
-								  " WHERE id = $1 AND state = 'pending'",
+								  " WHERE id OPERATOR(pg_catalog.=) $1"
+								  "   AND state OPERATOR(pg_catalog.=) 'pending'",
 								  11, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not replace the task");
 		found = SPI_processed > 0;
@@ -238,13 +247,15 @@ jobflow_retry(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	/* as the caller: row-level security decides which tasks it may see */
 	if (SPI_execute_with_args("SELECT 1 FROM jobflow.tasks"
-							  " WHERE id = $1 AND state IN ('failed', 'cancelled')",
+							  " WHERE id OPERATOR(pg_catalog.=) $1"
+							  "   AND state OPERATOR(pg_catalog.=) ANY ('{failed,cancelled}')",
 							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not check the task");
 	found = SPI_processed > 0;
 	if (found)
 		found = update_tasks_as_owner("UPDATE jobflow.tasks SET state = 'pending', run_at = $2"
-									  " WHERE id = $1 AND state IN ('failed', 'cancelled')",
+									  " WHERE id OPERATOR(pg_catalog.=) $1"
+									  "   AND state OPERATOR(pg_catalog.=) ANY ('{failed,cancelled}')",
 									  2, types, values, NULL) > 0;
 	SPI_finish();
 	PG_RETURN_BOOL(found);
@@ -278,9 +289,9 @@ jobflow_retry_failed(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	/* as the caller: row-level security decides which tasks it may see */
 	if (SPI_execute_with_args("SELECT pg_catalog.array_agg(id) FROM jobflow.tasks"
-							  " WHERE state = 'failed'"
-							  "   AND ($1 IS NULL OR queue = $1)"
-							  "   AND ($2 IS NULL OR updated_at >= $2)",
+							  " WHERE state OPERATOR(pg_catalog.=) 'failed'"
+							  "   AND ($1 IS NULL OR queue OPERATOR(pg_catalog.=) $1)"
+							  "   AND ($2 IS NULL OR updated_at OPERATOR(pg_catalog.>=) $2)",
 							  2, types, values, nulls, true, 0) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "could not look for failed tasks");
@@ -288,7 +299,8 @@ jobflow_retry_failed(PG_FUNCTION_ARGS)
 	if (!isnull)
 		n = update_tasks_as_owner("UPDATE jobflow.tasks SET state = 'pending',"
 								  " run_at = pg_catalog.now()"
-								  " WHERE id = ANY($1) AND state = 'failed'",
+								  " WHERE id OPERATOR(pg_catalog.=) ANY ($1)"
+								  "   AND state OPERATOR(pg_catalog.=) 'failed'",
 								  1, idtypes, ids, NULL);
 	SPI_finish();
 	PG_RETURN_INT64((int64) n);
