@@ -109,12 +109,94 @@ $trust$;
 
 /* ---- section: who may own tasks ---- */
 
+/*
+ * From 0.3.0 a role every tenant holds cannot own anything of jobflow's
+ * (jf_check_owner_role): jobflow_user, jobflow_monitor, jobflow_admin,
+ * the predefined pg_* roles, and the roles one of jobflow's roles is a
+ * member of.  What such a role owns from before stops here: its pending
+ * tasks are cancelled (a tenant could have planted them for everyone to
+ * see), its timers paused, its secrets, signing secrets and queue settings
+ * deleted.  Running tasks finish.  A fresh install has nothing to stop.
+ */
+DO $owners$
+DECLARE
+	shared pg_catalog.oid[];
+BEGIN
+	SELECT pg_catalog.array_agg(r.oid) INTO shared
+	  FROM pg_catalog.pg_roles r
+	 WHERE r.rolname OPERATOR(pg_catalog.~~) 'pg\_%'
+		OR pg_catalog.pg_has_role('jobflow_user'::pg_catalog.name, r.oid, 'MEMBER')
+		OR pg_catalog.pg_has_role('jobflow_monitor'::pg_catalog.name, r.oid, 'MEMBER')
+		OR pg_catalog.pg_has_role('jobflow_admin'::pg_catalog.name, r.oid, 'MEMBER');
+	UPDATE jobflow.tasks t
+	   SET state = 'cancelled',
+		   last_error = 'cancelled: its owner is a role every tenant holds, which cannot own tasks since 0.3.0',
+		   updated_at = pg_catalog.now()
+	 WHERE t.state OPERATOR(pg_catalog.=) 'pending'
+	   AND t.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (shared);
+	UPDATE jobflow.cron_timers c SET active = false
+	 WHERE c.active AND c.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (shared);
+	DELETE FROM jobflow.secrets s
+	 WHERE s.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (shared);
+	DELETE FROM jobflow.signing_secrets s
+	 WHERE s.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (shared);
+	DELETE FROM jobflow.queues q
+	 WHERE q.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (shared);
+END
+$owners$;
 
 /* ---- end of section: who may own tasks ---- */
 
 
 /* ---- section: secrets bound to origins ---- */
 
+/*
+ * A header secret is sent only to the origins given with its value
+ * (secrets.c): pointing a task that uses it at a receiver of one's own, as
+ * the owner or as jobflow_admin, no longer reads it back.  Origins are kept
+ * as the worker keys them, "scheme://host:port" in lower case
+ * (jobflow._origin).  A secret from 0.2.0 may go where the unfinished
+ * tasks and timers of its role that use it go today, and nowhere else
+ * until it is set again with its origins.
+ */
+CREATE FUNCTION jobflow._origin(url text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'jobflow_origin'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+REVOKE ALL ON FUNCTION jobflow._origin(text) FROM PUBLIC;
+
+ALTER TABLE jobflow.secrets ADD COLUMN origins text[] NOT NULL DEFAULT '{}';
+UPDATE jobflow.secrets s
+   SET origins = COALESCE((
+		SELECT pg_catalog.array_agg(DISTINCT u.origin ORDER BY u.origin)
+		  FROM (SELECT jobflow._origin(t.url) AS origin
+				  FROM jobflow.tasks t, pg_catalog.jsonb_each(t.headers) h
+				 WHERE t.owner OPERATOR(pg_catalog.=) s.owner
+				   AND t.state OPERATOR(pg_catalog.=) ANY ('{pending,running}')
+				   AND h.value OPERATOR(pg_catalog.->>) 'secret' OPERATOR(pg_catalog.=) s.name
+				UNION
+				SELECT jobflow._origin(c.url)
+				  FROM jobflow.cron_timers c, pg_catalog.jsonb_each(c.headers) h
+				 WHERE c.owner OPERATOR(pg_catalog.=) s.owner
+				   AND h.value OPERATOR(pg_catalog.->>) 'secret' OPERATOR(pg_catalog.=) s.name) u
+		 WHERE u.origin IS NOT NULL), '{}');
+
+DROP FUNCTION jobflow.set_secret(text, text, regrole);
+CREATE FUNCTION jobflow.set_secret(name text, value text, origins text[] DEFAULT NULL,
+								   for_role regrole DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'jobflow_set_secret_origins'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION jobflow.set_secret(text, text, text[], regrole) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow.set_secret(text, text, text[], regrole)
+	TO jobflow_user, jobflow_admin;
+
+CREATE OR REPLACE VIEW jobflow.secret_names WITH (security_barrier) AS
+SELECT s.owner, s.name, s.updated_at, s.origins
+  FROM jobflow.secrets s
+ WHERE pg_catalog.pg_has_role(s.owner::oid, 'USAGE')
+	OR pg_catalog.pg_has_role('jobflow_admin', 'USAGE');
 
 /* ---- end of section: secrets bound to origins ---- */
 
@@ -133,6 +215,10 @@ $trust$;
 
 /* ---- section: comments of the objects 0.3.0 adds ---- */
 
+COMMENT ON FUNCTION jobflow.set_secret(text, text, text[], regrole) IS
+	'store or replace a secret that header values refer to as {"secret": "name"}, with the origins it may be sent to';
+COMMENT ON FUNCTION jobflow._origin(text) IS
+	'internal: the origin of a URL as the worker keys it (scheme://host:port, lower case)';
 
 /* ---- end of section: comments ---- */
 

@@ -22,6 +22,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "catalog/catalog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
@@ -29,12 +30,14 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "utils/acl.h"
 #include "utils/guc.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "as_owner.h"
 #include "jobflow.h"
+#include "tenant_api.h"
 
 /*
  * Become the owner of jobflow.<relname>, in a restricted security context
@@ -69,6 +72,73 @@ jf_as_owner_end(const JfAsOwner *s)
 {
 	SetUserIdAndSecContext(s->save_userid, s->save_sec_context);
 	AtEOXact_GUC(true, s->save_nestlevel);
+}
+
+/*
+ * A role every tenant holds cannot own anything of jobflow's: jobflow_user
+ * (every application is a member), jobflow_monitor and jobflow_admin, the
+ * predefined pg_* roles, and any role one of jobflow's roles is a member
+ * of (its members hold it too).  Tasks owned by such a role would be every
+ * tenant's to read (URL, headers), cancel and rewrite, its secrets every
+ * tenant's to send, and it would be a second share of the worker for
+ * whoever used it.  A group role an administrator made on purpose may own
+ * tasks: its members share them, as they share its tables.
+ */
+void
+jf_check_owner_role(Oid role)
+{
+	static const char *const shared[] = {"jobflow_user", "jobflow_monitor", "jobflow_admin"};
+	const char *name = GetUserNameFromId(role, true);
+	int			i;
+
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role with OID %u does not exist", role)));
+	if (IsReservedName(name))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("predefined role \"%s\" cannot own jobflow tasks, timers, secrets or queues", name),
+				 errhint("Schedule as the application's own role.")));
+	for (i = 0; i < lengthof(shared); i++)
+	{
+		Oid			s = get_role_oid(shared[i], true);
+
+		if (!OidIsValid(s) || !(s == role || is_member_of_role_nosuper(s, role)))
+			continue;
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role \"%s\" cannot own jobflow tasks, timers, secrets or queues", name),
+				 s == role ?
+				 errdetail("Every tenant holds role \"%s\": what it owned would be every tenant's to see and change.", name) :
+				 errdetail("Role \"%s\" is a member of it, so every tenant holds it: what it owned would be every tenant's to see and change.", shared[i]),
+				 errhint("Schedule as the application's own role (RESET ROLE, or SET ROLE to a role of the application).")));
+	}
+}
+
+/*
+ * The role whose secrets the caller manages: itself by default; another
+ * role only when it has that role's privileges, or jobflow_admin's.
+ */
+Oid
+jf_managed_role(FunctionCallInfo fcinfo, int argno)
+{
+	Oid			me = GetUserId();
+	Oid			role = PG_ARGISNULL(argno) ? me : PG_GETARG_OID(argno);
+	Oid			admin = get_role_oid("jobflow_admin", true);
+
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role with OID %u does not exist", role)));
+	if (!has_privs_of_role(me, role) &&
+		!(OidIsValid(admin) && has_privs_of_role(me, admin)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to manage the secrets of role \"%s\"",
+						GetUserNameFromId(role, false)),
+				 errdetail("Only the role itself and members of jobflow_admin may.")));
+	return role;
 }
 
 /*
