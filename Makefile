@@ -42,6 +42,7 @@ OBJS = \
 	src/tenant_api.o \
 	src/signing.o \
 	src/secrets.o \
+	src/outcome_channel.o \
 	src/prepared.o \
 	src/prune.o \
 	src/metrics.o \

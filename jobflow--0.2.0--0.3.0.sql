@@ -209,12 +209,47 @@ SELECT s.owner, s.name, s.updated_at, s.origins
 
 /* ---- section: outcome notifications ---- */
 
+/*
+ * Outcome notifications go to a channel per role (outcome_channel.c):
+ * "jobflow_outcome_" and 32 hex digits of an HMAC of the role's OID under
+ * a random key only the extension's owner reads.  No other role can
+ * listen to a role's outcomes or forge one on its channel; 0.2.0's
+ * jobflow_outcome, open to every role, is no longer used.  The key is not
+ * in dumps: a restore makes a new one (channels are asked for again).
+ */
+CREATE TABLE jobflow.outcome_key (
+	key			bytea NOT NULL
+);
+INSERT INTO jobflow.outcome_key (key)
+	VALUES (pg_catalog.decode(pg_catalog.replace(pg_catalog.gen_random_uuid()::text
+												 OPERATOR(pg_catalog.||) pg_catalog.gen_random_uuid()::text,
+												 '-', ''), 'hex'));
+REVOKE ALL ON jobflow.outcome_key FROM PUBLIC;
+
+CREATE FUNCTION jobflow.outcome_channel(for_role regrole DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'jobflow_outcome_channel'
+LANGUAGE C STABLE
+SET search_path = pg_catalog, pg_temp;
+CREATE FUNCTION jobflow._outcome_channel(owner regrole)
+RETURNS text
+AS 'MODULE_PATHNAME', 'jobflow_outcome_channel_of'
+LANGUAGE C STABLE STRICT
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION jobflow.outcome_channel(regrole), jobflow._outcome_channel(regrole) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow.outcome_channel(regrole) TO jobflow_user, jobflow_admin;
 
 /* ---- end of section: outcome notifications ---- */
 
 
 /* ---- section: comments of the objects 0.3.0 adds ---- */
 
+COMMENT ON FUNCTION jobflow.outcome_channel(regrole) IS
+	'the channel to LISTEN on for the outcomes of a role''s tasks scheduled with notify => true (the caller''s by default)';
+COMMENT ON FUNCTION jobflow._outcome_channel(regrole) IS
+	'internal: the outcome channel of a role, for the worker';
+COMMENT ON TABLE jobflow.outcome_key IS
+	'internal: the key of the outcome channels; only the extension''s owner reads it';
 COMMENT ON FUNCTION jobflow.set_secret(text, text, text[], regrole) IS
 	'store or replace a secret that header values refer to as {"secret": "name"}, with the origins it may be sent to';
 COMMENT ON FUNCTION jobflow._origin(text) IS

@@ -9,6 +9,9 @@
 #       item 4  a role every tenant holds (jobflow_user, roles it is a member
 #               of, predefined roles) owns nothing; a group role made on
 #               purpose still may
+#       item 9  outcomes are announced on a channel per role that no
+#               other role can compute: none listens to another tenant's
+#               outcomes or forges one on its channel
 #       item 5  a header secret is sent only to the origins given with its
 #               value: neither its owner nor jobflow_admin reads it back by
 #               pointing a task at a receiver of their own
@@ -16,6 +19,8 @@
 # -------------------------------------------------------------------------
 
 import json
+import select
+import time
 import uuid
 
 import psycopg2
@@ -300,3 +305,43 @@ def test_update_binds_secrets_to_where_they_go(databases, new_role):
         cur.execute("DELETE FROM jobflow.cron_timers")
         cur.execute("DELETE FROM jobflow.tasks")
 
+
+# ---- item 9 -----------------------------------------------------------------
+
+def notifications(conn, seconds):
+    got = []
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if select.select([conn], [], [], 0.2) != ([], [], []):
+            conn.poll()
+            while conn.notifies:
+                got.append(conn.notifies.pop(0))
+    return got
+
+
+def test_outcomes_reach_their_owner_alone(connect, db, receiver, new_role):
+    alice, bob = new_role(), new_role()
+    a = connect(user=alice)
+    b = connect(user=bob)
+    a_channel = query(a, "SELECT jobflow.outcome_channel() AS c")[0]["c"]
+    b_channel = query(b, "SELECT jobflow.outcome_channel() AS c")[0]["c"]
+    assert a_channel != b_channel and a_channel.startswith("jobflow_outcome_")
+    # bob can neither ask for alice's channel nor compute it
+    with pytest.raises(psycopg2.errors.InsufficientPrivilege):
+        query(b, "SELECT jobflow.outcome_channel(%s::regrole)", (alice,))
+    with pytest.raises(psycopg2.errors.InsufficientPrivilege):
+        query(b, "SELECT key FROM jobflow.outcome_key")
+    with pytest.raises(psycopg2.errors.InsufficientPrivilege):
+        query(b, "SELECT jobflow._outcome_channel(%s::regrole)", (alice,))
+    a.cursor().execute('LISTEN "%s"' % a_channel)
+    b.cursor().execute('LISTEN "%s"' % b_channel)
+    b.cursor().execute("LISTEN jobflow_outcome")     # 0.2.0's channel, open to all
+    url, _ = receiver.unique_url("/ok")
+    task = query(a, "SELECT jobflow.schedule(%s, notify => true) AS id", (url,))[0]["id"]
+    wait_final(db, [task])
+    heard = notifications(a, 3.0)
+    assert [n.payload for n in heard if n.channel == a_channel] == ["%d:succeeded" % task]
+    # what an application checks as well: a jobflow worker sent it
+    workers = {r["pid"] for r in query(db, "SELECT pid FROM jobflow.worker_status()")}
+    assert {n.pid for n in heard} <= workers
+    assert notifications(b, 1.0) == []
