@@ -88,8 +88,12 @@ typedef struct JfHttpConfig
 {
 	int			max_concurrent; /* global cap on requests in flight (>= 1) */
 	int			max_per_host;	/* cap per scheme://host:port (>= 1) */
-	size_t		max_response_bytes; /* body excerpt kept; the rest is read
-									 * and discarded */
+	size_t		max_response_bytes; /* body excerpt kept; once more than
+									 * that has come, the transfer ends
+									 * there (an HTTP/1 connection is
+									 * closed) and the result is the
+									 * response's, with body_truncated
+									 * set */
 	int			max_redirects;	/* 0 = do not follow redirects */
 	bool		follow_cross_origin;	/* follow redirects to another
 										 * scheme://host:port, sending only

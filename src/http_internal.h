@@ -74,6 +74,8 @@ typedef struct JfReq
 	char		errbuf[CURL_ERROR_SIZE];
 	struct JfHttp *http;		/* for the connect-time address check */
 	bool		denied;			/* a connection was refused by deny_networks */
+	bool		cut;			/* write_cb stopped the transfer: the
+								 * excerpt was full */
 	JfRefused	refused;		/* a request was refused by prereq_cb */
 	int			sends;			/* requests sent in this transfer so far */
 	bool		answered;		/* a response began since the last send */

@@ -540,6 +540,12 @@ jf_http_req_complete(JfHttp *h, JfReq *r, CURLcode rc)
 	r->res.curl_code = (int) rc;
 	if (rc == CURLE_OK)
 		r->res.error_kind = JF_HTTP_OK;
+	else if (r->cut && rc == CURLE_WRITE_ERROR)
+	{
+		/* the status and the excerpt are in: the answer is complete enough */
+		r->res.error_kind = JF_HTTP_OK;
+		r->res.body_truncated = true;
+	}
 	else if (r->denied && (rc == CURLE_COULDNT_CONNECT || rc == CURLE_ABORTED_BY_CALLBACK))
 		jf_http_req_set_error(r, JF_HTTP_INVALID,
 							  "connection refused by jobflow: the host's address is in deny_networks or unspecified");
@@ -666,8 +672,12 @@ jf_http_class_name(JfHttpClass c)
  */
 
 /*
- * Keep the excerpt, read and drop the rest: returning less than we were
- * given would abort the transfer, and a big answer is still a success.
+ * Keep the excerpt and stop reading once more than that comes: the status
+ * decides the outcome and the excerpt is all that is kept, so the rest
+ * would only hold the request's slot (until its timeout, for a receiver
+ * that streams without end).  Returning less than we were given aborts
+ * the transfer (CURLE_WRITE_ERROR, which jf_http_req_complete reads as
+ * the answer it is, thanks to r->cut); an HTTP/1 connection is closed.
  */
 static size_t
 write_cb(char *data, size_t size, size_t nmemb, void *arg)
@@ -678,9 +688,12 @@ write_cb(char *data, size_t size, size_t nmemb, void *arg)
 	size_t		take = n < room ? n : room;
 
 	if (take < n)
+	{
 		r->res.body_truncated = true;
+		r->cut = true;
+	}
 	if (take == 0)
-		return n;
+		return r->cut ? 0 : n;
 	if (r->res.body_len + take + 1 > r->buf_cap)
 	{
 		size_t		ncap = r->buf_cap ? r->buf_cap * 2 : 1024;
@@ -694,14 +707,15 @@ write_cb(char *data, size_t size, size_t nmemb, void *arg)
 		if (nb == NULL)
 		{
 			r->res.body_truncated = true;
-			return n;
+			r->cut = true;
+			return 0;
 		}
 		r->res.body = nb;
 		r->buf_cap = ncap;
 	}
 	memcpy(r->res.body + r->res.body_len, data, take);
 	r->res.body_len += take;
-	return n;
+	return r->cut ? 0 : n;
 }
 
 /* Seconds or HTTP-date to a non-negative delay in ms; -1 if invalid. */
@@ -812,6 +826,7 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	r->max_body = h->max_response_bytes;
 	r->http = h;
 	r->denied = false;
+	r->cut = false;
 	r->refused = JF_REFUSED_NONE;
 	r->sends = 0;
 	r->answered = false;

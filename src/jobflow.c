@@ -358,7 +358,8 @@ jobflow_define_gucs(void)
 							 PGC_SIGHUP, 0, check_rate_per_host, NULL, NULL);
 	DefineCustomIntVariable("jobflow.max_response_size",
 							"How much of each response body is kept in the task log.",
-							NULL, &jobflow_max_response_size, 4096, 0, 1024 * 1024,
+							"Once a response has more, the worker stops reading it: the status decides the outcome.",
+							&jobflow_max_response_size, 4096, 0, 1024 * 1024,
 							PGC_SIGHUP, GUC_UNIT_BYTE, NULL, NULL, NULL);
 	DefineCustomIntVariable("jobflow.max_redirects",
 							"Most redirects followed per request (0 follows none).",

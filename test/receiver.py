@@ -18,6 +18,10 @@
 #                            X-Jobflow-Task-Id, then 200
 #   /echo                    200 with the request body echoed back
 #   /big[?size=BYTES]        a 1 MB (or BYTES) response
+#   /stream[?status=N][&seconds=S]  status N (200), then a chunked body of
+#                            1 kB chunks every 10 ms that ends after S
+#                            seconds (120) or when the client goes away;
+#                            the thread never outlives either
 #   /redirect?to=URL[&status=N]  302 (or N) to URL
 #   GET  /_requests          JSON list of the requests received
 #   POST /_reset             forget them
@@ -180,11 +184,33 @@ class Handler(BaseHTTPRequestHandler):
         elif kind == "big":
             size = int(query.get("size", ["1048576"])[0])
             self.reply(200, b"x" * size)
+        elif kind == "stream":
+            self.stream(int(query.get("status", ["200"])[0]),
+                        float(query.get("seconds", ["120"])[0]))
         elif kind == "redirect" and "to" in query:
             status = int(query.get("status", ["302"])[0])
             self.reply(status, "", {"Location": query["to"][0]})
         else:
             self.reply(404, "not found")
+
+    def stream(self, status, seconds):
+        # An endless answer as far as the client can tell: headers at once,
+        # then body chunks until the time is up or the client hangs up.
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        chunk = b"%x\r\n%s\r\n" % (1024, b"x" * 1024)
+        deadline = time.time() + seconds
+        try:
+            self.wfile.flush()
+            while time.time() < deadline:
+                self.wfile.write(chunk)
+                self.wfile.flush()
+                time.sleep(0.01)
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            self.close_connection = True
 
     def hang(self):
         # Never answer; return once the peer closes so threads do not pile

@@ -5,9 +5,9 @@
  *
  * What a single request does, against test/receiver.py on loopback
  * (http_harness.c): headers sent, statuses and Retry-After, timeouts and
- * refused connections, methods and bodies, truncated responses, invalid
- * requests, redirects, denied and unspecified addresses, curl's silent
- * re-sends, cross-origin redirects.  Admission and ordering are
+ * refused connections, methods and bodies, truncated responses and
+ * endless ones, invalid requests, redirects, denied and unspecified
+ * addresses, curl's silent re-sends, cross-origin redirects.  Admission and ordering are
  * test_http_queue.c.
  *
  *-------------------------------------------------------------------------
@@ -223,7 +223,7 @@ test_methods_and_echo(void)
 	free(json);
 }
 
-/* Only the excerpt is kept, the rest is read and dropped; still a 200. */
+/* Only the excerpt is kept, the rest is not read; still a 200. */
 static void
 test_big_truncated(void)
 {
@@ -810,6 +810,45 @@ test_outcome_classes(void)
 	jf_http_destroy(h);
 }
 
+/*
+ * Issue 20, item 8: a receiver that sends its status, then a body without
+ * end.  The transfer stops once the excerpt is full, long before the
+ * request's timeout; the result is the response's (status, excerpt,
+ * truncated), and the request's place is free for the next one to the
+ * host (one per host here).
+ */
+static void
+test_endless_body(void)
+{
+	JfHttpConfig cfg = default_config();
+	JfHttp	   *h;
+	Collected  *c = calloc(1, sizeof(Collected));
+	JfHttpResult *r;
+	int64_t		start = mono_ms();
+
+	cfg.max_response_bytes = 1000;
+	cfg.max_per_host = 1;
+	h = make(&cfg);
+	submit(h, 1, url("127.0.0.1", "/stream?seconds=60"), "GET", NULL, 0, NULL, 60000);
+	submit(h, 2, url("127.0.0.1", "/stream?status=503&seconds=60"), "GET", NULL, 0, NULL, 60000);
+	submit(h, 3, url("127.0.0.1", "/ok"), "GET", NULL, 0, NULL, 60000);
+	run_until(h, c, 3, 30000);
+	CHECK(c->n == 3);
+	CHECKF(mono_ms() - start < 20000, "%lld ms", (long long) (mono_ms() - start));
+	r = by_id(c, 1);
+	CHECK(r && r->error_kind == JF_HTTP_OK && r->http_status == 200 && r->error[0] == '\0');
+	CHECK(r && r->body_len == 1000 && r->body_truncated && r->body && r->body[999] == 'x');
+	CHECK(r && jf_http_result_class(r) == JF_CLASS_2XX);
+	r = by_id(c, 2);
+	CHECK(r && r->error_kind == JF_HTTP_OK && r->http_status == 503 && r->body_truncated);
+	CHECK(r && jf_http_result_class(r) == JF_CLASS_5XX);
+	r = by_id(c, 3);
+	CHECK(r && r->error_kind == JF_HTTP_OK && r->http_status == 200 && !r->body_truncated);
+	collected_free(c);
+	free(c);
+	jf_http_destroy(h);
+}
+
 int
 main(void)
 {
@@ -833,6 +872,7 @@ main(void)
 	test_deny_applies_to_reused();
 	test_cross_origin_redirects();
 	test_outcome_classes();
+	test_endless_body();
 
 	harness_stop();
 	return unit_done("test_http_requests");
