@@ -4,8 +4,9 @@
 # receiver.py
 #	  Local HTTP receiver for jobflow's tests, demo and benchmarks.
 #
-# Standard library only.  Listens on 127.0.0.1 and nowhere else.  What it
-# answers is decided by the path and query alone, so a test needs no setup:
+# Standard library only.  Listens on 127.0.0.1 (or ::1 with --host ::1) and
+# nowhere else.  What it answers is decided by the path and query alone, so
+# a test needs no setup:
 #
 #   /ok                      200 "ok"
 #   /status/N[?retry_after=V] status N (with Retry-After: V if given)
@@ -44,6 +45,7 @@ import base64
 import json
 import os
 import select
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -245,12 +247,16 @@ def main():
     ap = argparse.ArgumentParser(description="jobflow test HTTP receiver")
     ap.add_argument("--port", type=int, default=0, help="0 = pick a free port")
     ap.add_argument("--port-file", help="write the chosen port here")
+    ap.add_argument("--host", default="127.0.0.1", choices=("127.0.0.1", "::1"),
+                    help="the loopback address to listen on")
     ap.add_argument("--log", help="append one JSON line per request")
     args = ap.parse_args()
 
     if args.log:
         log_file = open(args.log, "a", encoding="utf-8")
-    server = Server(("127.0.0.1", args.port), Handler)
+    if args.host == "::1":
+        Server.address_family = socket.AF_INET6
+    server = Server((args.host, args.port), Handler)
     port = server.server_address[1]
     if args.port_file:
         tmp = args.port_file + ".tmp"
