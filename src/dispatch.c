@@ -88,6 +88,7 @@ http_config(void)
 	cfg.user_agent = "jobflow/" JOBFLOW_VERSION;
 	cfg.proxy = NULL;
 	cfg.deny_networks = jobflow_deny_networks;
+	cfg.allow_networks = jobflow_allow_networks;
 	cfg.follow_cross_origin = jobflow_follow_cross_origin_redirects;
 	cfg.doh_url = jobflow_test_doh_url;
 	return cfg;
