@@ -17,6 +17,9 @@
 #       - a member of pg_monitor (so of jobflow_monitor) reads a tenant's
 #         outcome channel in pg_stat_activity, hears its outcomes and sends
 #         notifications on it (item 9)
+#       - ALTER DEFAULT PRIVILEGES of the role that installs gives a
+#         reporting role SELECT on jobflow.secrets, signing_secrets and
+#         outcome_key, none of which has row-level security (item 3)
 #
 # -------------------------------------------------------------------------
 
@@ -213,3 +216,46 @@ def test_monitoring_role_cannot_hear_or_forge_a_tenants_outcomes(connect, db, re
     finally:
         with db.cursor() as cur:
             cur.execute("DROP ROLE %s" % monitor)
+
+
+# ---- item 3: default privileges of the role that installs --------------------
+
+def test_default_privileges_do_not_open_the_secrets(databases, connect, new_role):
+    """A common DBA setup, ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES
+    TO a reporting role, applies to the tables CREATE EXTENSION (or ALTER
+    EXTENSION UPDATE) makes as that DBA: jobflow revokes only PUBLIC's
+    privileges, and jobflow.secrets, signing_secrets and outcome_key have
+    no row-level security.  A reporting role that also reaches the schema
+    (here through pg_monitor, so jobflow_monitor) reads every secret value
+    and the key of the outcome channels."""
+    name, conn = databases(extension=False)
+    reader = "reader_" + uuid.uuid4().hex[:8]
+    tenant = new_role()
+    with conn.cursor() as cur:
+        cur.execute("CREATE ROLE %s LOGIN IN ROLE pg_monitor" % reader)
+        cur.execute("ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO %s" % reader)
+    try:
+        try:
+            with conn.cursor() as cur:
+                cur.execute("CREATE EXTENSION jobflow")
+        except psycopg2.Error as e:
+            assert e.pgcode == "42501", e     # refused: fine
+            return
+        app = connect(dbname=name, user=tenant)
+        with app.cursor() as cur:
+            cur.execute("SELECT jobflow.set_secret('api', 'the-value', ARRAY['http://127.0.0.1:9'])")
+            cur.execute("SELECT jobflow.create_signing_secret()")
+        spy = connect(dbname=name, user=reader)
+        for table in ("secrets", "signing_secrets", "outcome_key"):
+            rows = []
+            try:
+                rows = query(spy, "SELECT * FROM jobflow.%s" % table)
+            except psycopg2.Error:
+                pass
+            assert rows == [], table
+    finally:
+        with conn.cursor() as cur:
+            cur.execute("ALTER DEFAULT PRIVILEGES REVOKE SELECT ON TABLES FROM %s" % reader)
+            cur.execute("DROP EXTENSION IF EXISTS jobflow CASCADE")
+            cur.execute("DROP OWNED BY %s" % reader)
+            cur.execute("DROP ROLE %s" % reader)
