@@ -21,9 +21,12 @@
  * maker gave it: LOGIN or other attributes, ADMIN OPTION for its maker
  * (who could then grant itself jobflow_admin), members its maker granted.
  * Refuse, on a fresh install and on an update alike, a jobflow role with
- * an attribute, a non-superuser holding ADMIN OPTION on it, or a member of
- * jobflow_admin granted by a non-superuser; and a schema owned by a
- * non-superuser or granting anyone but jobflow's roles, or CREATE to anyone.
+ * an attribute, a non-superuser holding ADMIN OPTION on it, a member of
+ * jobflow_admin granted by a non-superuser, or anything it owns in any
+ * database (jobflow's roles own nothing: a SECURITY DEFINER function its
+ * maker made it own would let the maker act as it); and a schema owned by
+ * a non-superuser or granting anyone but jobflow's roles, or CREATE to
+ * anyone.
  * The DBA decides what to keep; the hint says how.
  */
 DO $trust$
@@ -45,7 +48,11 @@ BEGIN
 				  JOIN pg_catalog.pg_roles g ON g.oid OPERATOR(pg_catalog.=) am.grantor
 				 WHERE am.roleid OPERATOR(pg_catalog.=) a.oid
 				   AND a.rolname OPERATOR(pg_catalog.=) 'jobflow_admin'::pg_catalog.name
-				   AND NOT g.rolsuper) AS granted_by_others
+				   AND NOT g.rolsuper) AS granted_by_others,
+			   (SELECT pg_catalog.count(*) FROM pg_catalog.pg_shdepend d
+				 WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_authid'::pg_catalog.regclass
+				   AND d.refobjid OPERATOR(pg_catalog.=) a.oid
+				   AND d.deptype OPERATOR(pg_catalog.=) 'o'::"char") AS owned
 		  FROM pg_catalog.pg_roles a
 		 WHERE a.rolname OPERATOR(pg_catalog.=) ANY ('{jobflow_user,jobflow_admin,jobflow_monitor}'::pg_catalog.name[])
 		 ORDER BY a.rolname
@@ -62,7 +69,14 @@ BEGIN
 				ERRCODE = 'insufficient_privilege',
 				MESSAGE = pg_catalog.format('role "%s" can be granted by roles that are not superusers', r.rolname),
 				DETAIL = pg_catalog.format('These roles hold ADMIN OPTION on it, and could grant it to anyone, themselves included: %s.', r.admins),
-				HINT = pg_catalog.format('REVOKE ADMIN OPTION FOR %I FROM %s, and try again.', r.rolname, r.admins);
+				HINT = pg_catalog.format('Revoke the role from them (REVOKE %I FROM %s), grant it again as a superuser where it belongs, and try again.', r.rolname, r.admins);
+		END IF;
+		IF r.owned OPERATOR(pg_catalog.>) 0 THEN
+			RAISE EXCEPTION USING
+				ERRCODE = 'insufficient_privilege',
+				MESSAGE = pg_catalog.format('role "%s" owns objects', r.rolname),
+				DETAIL = pg_catalog.format('It owns %s object(s) in this cluster''s databases; jobflow''s roles own nothing, and a function made to run as this role would let its maker act as it.', r.owned),
+				HINT = pg_catalog.format('Look at what it owns (in each database: REASSIGN OWNED BY %I TO ..., or DROP OWNED BY %I), and try again.', r.rolname, r.rolname);
 		END IF;
 		IF r.granted_by_others IS NOT NULL THEN
 			RAISE EXCEPTION USING
@@ -231,21 +245,83 @@ RETURNS text
 AS 'MODULE_PATHNAME', 'jobflow_outcome_channel'
 LANGUAGE C STABLE
 SET search_path = pg_catalog, pg_temp;
+CREATE FUNCTION jobflow.listen_outcomes(for_role regrole DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'jobflow_listen_outcomes'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
 CREATE FUNCTION jobflow._outcome_channel(owner regrole)
 RETURNS text
 AS 'MODULE_PATHNAME', 'jobflow_outcome_channel_of'
 LANGUAGE C STABLE STRICT
 SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION jobflow.outcome_channel(regrole), jobflow._outcome_channel(regrole) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION jobflow.outcome_channel(regrole) TO jobflow_user, jobflow_admin;
+REVOKE ALL ON FUNCTION jobflow.outcome_channel(regrole), jobflow.listen_outcomes(regrole),
+	jobflow._outcome_channel(regrole) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow.outcome_channel(regrole), jobflow.listen_outcomes(regrole)
+	TO jobflow_user, jobflow_admin;
 
 /* ---- end of section: outcome notifications ---- */
+
+
+/* ---- section: privileges exactly as jobflow grants them ---- */
+
+/*
+ * ALTER DEFAULT PRIVILEGES of the role that installs or updates (GRANT
+ * SELECT ON TABLES TO reporting, say) applies to what the scripts make,
+ * and pg_read_all_data reads every table: the secrets would be readable.
+ * The tables of secrets get row-level security with no policy: their
+ * owner (who does not force it) and superusers read them, nobody else,
+ * whatever their grants.  And every privilege on the schema or on an
+ * object in it that is held by a role other than the owner and jobflow's
+ * roles is revoked, PUBLIC's included.  Each later update ends the same
+ * way.
+ */
+ALTER TABLE jobflow.secrets ENABLE ROW LEVEL SECURITY;
+ALTER TABLE jobflow.signing_secrets ENABLE ROW LEVEL SECURITY;
+ALTER TABLE jobflow.outcome_key ENABLE ROW LEVEL SECURITY;
+DO $grants$
+DECLARE
+	o record;
+	ours pg_catalog.oid[] := ARRAY(SELECT r.oid FROM pg_catalog.pg_roles r
+									WHERE r.rolname OPERATOR(pg_catalog.=)
+										  ANY ('{jobflow_user,jobflow_admin,jobflow_monitor}'::pg_catalog.name[]));
+BEGIN
+	FOR o IN
+		SELECT DISTINCT x.kind, x.name, a.grantee
+		  FROM (SELECT CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S' THEN 'SEQUENCE' ELSE 'TABLE' END AS kind,
+					   c.oid::pg_catalog.regclass::pg_catalog.text AS name, c.relacl AS acl, c.relowner AS owner
+				  FROM pg_catalog.pg_class c
+				 WHERE c.relnamespace OPERATOR(pg_catalog.=) 'jobflow'::pg_catalog.regnamespace
+				   AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,v,S,m,p,f}'::"char"[])
+				UNION ALL
+				SELECT 'FUNCTION', p.oid::pg_catalog.regprocedure::pg_catalog.text,
+					   COALESCE(p.proacl, pg_catalog.acldefault('f', p.proowner)), p.proowner
+				  FROM pg_catalog.pg_proc p
+				 WHERE p.pronamespace OPERATOR(pg_catalog.=) 'jobflow'::pg_catalog.regnamespace
+				UNION ALL
+				SELECT 'SCHEMA', 'jobflow', n.nspacl, n.nspowner
+				  FROM pg_catalog.pg_namespace n
+				 WHERE n.nspname OPERATOR(pg_catalog.=) 'jobflow'::pg_catalog.name) x,
+			   pg_catalog.aclexplode(x.acl) a
+		 WHERE a.grantee OPERATOR(pg_catalog.<>) x.owner
+		   AND a.grantee OPERATOR(pg_catalog.<>) ALL (ours)
+	LOOP
+		EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM %s', o.kind, o.name,
+								  CASE WHEN o.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+									   ELSE pg_catalog.quote_ident(o.grantee::pg_catalog.regrole::pg_catalog.text) END);
+	END LOOP;
+END
+$grants$;
+
+/* ---- end of section: privileges ---- */
 
 
 /* ---- section: comments of the objects 0.3.0 adds ---- */
 
 COMMENT ON FUNCTION jobflow.outcome_channel(regrole) IS
 	'the channel to LISTEN on for the outcomes of a role''s tasks scheduled with notify => true (the caller''s by default)';
+COMMENT ON FUNCTION jobflow.listen_outcomes(regrole) IS
+	'LISTEN on the channel of a role''s outcomes (the caller''s by default) without naming it in a statement; returns its name';
 COMMENT ON FUNCTION jobflow._outcome_channel(regrole) IS
 	'internal: the outcome channel of a role, for the worker';
 COMMENT ON TABLE jobflow.outcome_key IS

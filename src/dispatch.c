@@ -48,6 +48,9 @@ typedef struct InFlightEntry
 {
 	InFlight	task;
 	bool		unsent;			/* still queued when the worker stopped */
+	int			nsecrets;
+	char	  **secrets;		/* header secret values sent, in the worker's
+								 * context: masked in what is logged */
 	dlist_node	node;
 } InFlightEntry;
 
@@ -157,7 +160,8 @@ jf_dispatch_reconfigure(WorkerState *ws)
  * content type gets none.
  */
 static const char **
-build_headers(Jsonb *headers, const char *content_type, Jsonb *secrets, int *n)
+build_headers(Jsonb *headers, const char *content_type, Jsonb *secrets, int *n,
+			  InFlightEntry *e, MemoryContext cxt)
 {
 	int			cap = JB_ROOT_COUNT(headers) + 1;
 	const char **lines = palloc(sizeof(char *) * cap);
@@ -190,8 +194,15 @@ build_headers(Jsonb *headers, const char *content_type, Jsonb *secrets, int *n)
 				value = getKeyJsonValueFromContainer(&secrets->root, ref->val.string.val,
 													 ref->val.string.len, NULL);
 			if (value != NULL && value->type == jbvString)
+			{
 				lines[(*n)++] = psprintf("%s: %.*s", name, value->val.string.len,
 										 value->val.string.val);
+				if (e->secrets == NULL)
+					e->secrets = MemoryContextAlloc(cxt, sizeof(char *) * cap);
+				e->secrets[e->nsecrets++] = MemoryContextStrdup(cxt,
+																pnstrdup(value->val.string.val,
+																		 value->val.string.len));
+			}
 			name = NULL;
 		}
 	}
@@ -239,7 +250,7 @@ build_request(WorkerState *ws, HeapTuple tup, TupleDesc desc, uint32 queue,
 	d = SPI_getbinval(tup, desc, 15, &isnull);
 	secrets = isnull ? NULL : DatumGetJsonbP(d);
 	req->headers = build_headers(DatumGetJsonbP(SPI_getbinval(tup, desc, 8, &isnull)),
-								 content_type, secrets, &nheaders);
+								 content_type, secrets, &nheaders, e, ws->cxt);
 	req->nheaders = nheaders;
 	d = SPI_getbinval(tup, desc, 9, &isnull);
 	if (!isnull)
@@ -272,6 +283,51 @@ build_request(WorkerState *ws, HeapTuple tup, TupleDesc desc, uint32 queue,
 									   installation, e->task.id, req->body,
 									   req->body_len);
 		req->nheaders = nheaders;
+	}
+}
+
+/* An entry and the secret values it keeps. */
+static void
+free_entry(InFlightEntry *e)
+{
+	for (int i = 0; i < e->nsecrets; i++)
+		pfree(e->secrets[i]);
+	if (e->secrets != NULL)
+		pfree(e->secrets);
+	pfree(e);
+}
+
+/*
+ * Mask, with '*', every occurrence in buf of a header secret value the
+ * request carried: a receiver that echoes request headers in its answer
+ * (or an error that quotes them) must not put a secret into the log, which
+ * the task's owner and jobflow_admin read.
+ */
+static void
+mask_secrets(const InFlightEntry *e, char *buf, size_t len)
+{
+	if (buf == NULL)
+		return;
+	for (int i = 0; i < e->nsecrets; i++)
+	{
+		size_t		vlen = strlen(e->secrets[i]);
+		char	   *p = buf;
+		char	   *end = buf + len;
+
+		while (vlen > 0 && (size_t) (end - p) >= vlen)
+		{
+			char	   *hit = memchr(p, e->secrets[i][0], end - p - vlen + 1);
+
+			if (hit == NULL)
+				break;
+			if (memcmp(hit, e->secrets[i], vlen) == 0)
+			{
+				memset(hit, '*', vlen);
+				p = hit + vlen;
+			}
+			else
+				p = hit + 1;
+		}
 	}
 }
 
@@ -308,7 +364,7 @@ unsend(WorkerState *ws, InFlightEntry *e)
 	row.outcome = OUTCOME_UNSENT;
 	row.state = "pending";
 	jf_log_writer_add(ws->log, &row);
-	pfree(e);
+	free_entry(e);
 }
 
 /*
@@ -824,7 +880,7 @@ record_result(WorkerState *ws, JfHttpResult *r)
 	/* claimed from a dropped extension: its outcome belongs to no task */
 	if (e->task.generation != jf_guard_generation())
 	{
-		pfree(e);
+		free_entry(e);
 		return;
 	}
 	memset(&row, 0, sizeof(row));
@@ -837,10 +893,14 @@ record_result(WorkerState *ws, JfHttpResult *r)
 	jf_metrics_observe(JF_HIST_LATENESS, row.started_at - row.scheduled_at);
 	jf_metrics_outcome(r);
 	row.http_status = r->http_status;
+	mask_secrets(e, r->body, r->body_len);
 	row.response = r->body;
 	row.response_len = r->body_len;
 	if (r->error_kind != JF_HTTP_OK)
+	{
+		mask_secrets(e, r->error, strlen(r->error));
 		row.error = r->error;
+	}
 	else if (r->http_status < 200 || r->http_status > 299)
 	{
 		snprintf(status_error, sizeof(status_error), "HTTP status %d", r->http_status);
@@ -871,7 +931,7 @@ record_result(WorkerState *ws, JfHttpResult *r)
 		pg_atomic_fetch_add_u64(&jobflow_figures->failed, 1);
 	}
 	jf_log_writer_add(ws->log, &row);
-	pfree(e);
+	free_entry(e);
 }
 
 /* Drive libcurl and record every finished request. */
@@ -918,7 +978,7 @@ jf_dispatch_abandon(WorkerState *ws)
 		if (e->task.generation != jf_guard_generation())
 		{
 			dlist_delete(&e->node);
-			pfree(e);
+			free_entry(e);
 			continue;
 		}
 		memset(&row, 0, sizeof(row));
@@ -941,7 +1001,7 @@ jf_dispatch_abandon(WorkerState *ws)
 		}
 		jf_log_writer_add(ws->log, &row);
 		dlist_delete(&e->node);
-		pfree(e);
+		free_entry(e);
 	}
 	jf_http_destroy(ws->http);
 	ws->http = NULL;

@@ -18,10 +18,19 @@ DECLARE
 	s record;
 BEGIN
 	SELECT n.oid, n.nspowner, n.nspacl,
-		   (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) n.nspowner) AS owner_super
+		   (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) n.nspowner) AS owner_super,
+		   n.xmin OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()::pg_catalog.xid AS made_now
 	  INTO s
 	  FROM pg_catalog.pg_namespace n
 	 WHERE n.nspname OPERATOR(pg_catalog.=) 'jobflow'::pg_catalog.name;
+	/*
+	 * Made by this CREATE EXTENSION: empty and the installer's; what
+	 * default privileges granted on it is revoked at the end of the install
+	 * (jobflow--0.2.0--0.3.0.sql, section "privileges").
+	 */
+	IF s.made_now THEN
+		RETURN;
+	END IF;
 	IF NOT s.owner_super THEN
 		RAISE EXCEPTION USING
 			ERRCODE = 'insufficient_privilege',

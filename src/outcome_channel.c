@@ -10,17 +10,22 @@
  * happened.  So each role has a channel of its own: "jobflow_outcome_" and
  * the first 32 hex digits of HMAC-SHA256(key, the role's OID), where the
  * key is random, made by CREATE EXTENSION, and readable by the extension's
- * owner alone (jobflow.outcome_key).  jobflow.outcome_channel() tells a
- * role its channel (or that of a role whose privileges it has; any, for
- * jobflow_admin); no other role can compute it, so none can listen to it
- * or forge a notification on it.  The key is not dumped: a restored
+ * owner alone (jobflow.outcome_key).  jobflow.listen_outcomes() listens on
+ * a role's channel (or that of a role whose privileges it has; any, for
+ * jobflow_admin) and returns its name; no other role can compute it, so
+ * none can listen to it or forge a notification on it.  A LISTEN
+ * statement naming it would show it in pg_stat_activity and statement logs
+ * to monitoring roles: the function listens itself, so that the name stays
+ * in its result.  jobflow.outcome_channel() returns the name alone.  The key is not dumped: a restored
  * database has a new one, and applications ask for their channel again.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
+#include "commands/async.h"
 #include "common/hmac.h"
 #include "common/sha2.h"
 #include "executor/spi.h"
@@ -77,14 +82,12 @@ channel_of(Oid role)
 }
 
 /*
- * jobflow.outcome_channel(for_role regrole DEFAULT NULL) RETURNS text: the
- * channel to LISTEN on for the outcomes of the caller's tasks (notify =>
- * true), or of a role whose privileges it has; members of jobflow_admin
- * may ask for any role's.
+ * The role whose outcomes the caller asks for (argument 0, the caller when
+ * NULL): itself, a role whose privileges it has, or any role for members
+ * of jobflow_admin.
  */
-PG_FUNCTION_INFO_V1(jobflow_outcome_channel);
-Datum
-jobflow_outcome_channel(PG_FUNCTION_ARGS)
+static Oid
+heard_role(FunctionCallInfo fcinfo)
 {
 	Oid			me = GetUserId();
 	Oid			role = PG_ARGISNULL(0) ? me : PG_GETARG_OID(0);
@@ -101,7 +104,43 @@ jobflow_outcome_channel(PG_FUNCTION_ARGS)
 				 errmsg("permission denied to hear the outcomes of role \"%s\"",
 						GetUserNameFromId(role, false)),
 				 errdetail("Only the role itself, roles that have its privileges and members of jobflow_admin may.")));
-	PG_RETURN_TEXT_P(channel_of(role));
+	return role;
+}
+
+/*
+ * jobflow.outcome_channel(for_role regrole DEFAULT NULL) RETURNS text: the
+ * name of the channel of the outcomes of the caller's tasks (notify =>
+ * true), or of for_role's.
+ */
+PG_FUNCTION_INFO_V1(jobflow_outcome_channel);
+Datum
+jobflow_outcome_channel(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TEXT_P(channel_of(heard_role(fcinfo)));
+}
+
+/*
+ * jobflow.listen_outcomes(for_role regrole DEFAULT NULL) RETURNS text:
+ * LISTEN on that channel, from the commit of the calling transaction on
+ * (as LISTEN does), and return its name, which notifications carry.
+ */
+PG_FUNCTION_INFO_V1(jobflow_listen_outcomes);
+Datum
+jobflow_listen_outcomes(PG_FUNCTION_ARGS)
+{
+	text	   *channel = channel_of(heard_role(fcinfo));
+
+	/* what LISTEN refuses, refused alike */
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot listen for outcomes during recovery")));
+	if (InSecurityRestrictedOperation())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("cannot listen for outcomes within security-restricted operation")));
+	Async_Listen(text_to_cstring(channel));
+	PG_RETURN_TEXT_P(channel);
 }
 
 /*

@@ -69,6 +69,7 @@ typedef struct TaskColumns
 	int			updated_at;
 	int			attempts;		/* tasks only */
 	int			attempts_base;	/* tasks only; 0 under a 0.1.0 schema */
+	int			active;			/* timers only; 0 for tasks */
 } TaskColumns;
 
 static const char *const http_methods[] = {
@@ -183,6 +184,7 @@ lookup_request_columns(TupleDesc desc, TaskColumns *cols, bool optional)
 		column_number(desc, "run_at");
 	cols->state = optional ? Max(SPI_fnumber(desc, "state"), 0) :
 		column_number(desc, "state");
+	cols->active = optional ? Max(SPI_fnumber(desc, "active"), 0) : 0;
 }
 
 /*
@@ -636,6 +638,26 @@ get_column(HeapTuple tuple, TupleDesc desc, int attnum, bool *isnull)
  * row is decided by row-level security, and only a superuser may change
  * its owner.
  */
+/* Whether a task row is pending, or a timer row active. */
+static bool
+will_fire(HeapTuple tuple, TupleDesc desc, TaskColumns *cols)
+{
+	bool		isnull;
+	Datum		d;
+
+	if (cols->state > 0)
+	{
+		d = get_column(tuple, desc, cols->state, &isnull);
+		return !isnull && strcmp(DatumGetCString(DirectFunctionCall1(enum_out, d)), "pending") == 0;
+	}
+	if (cols->active > 0)
+	{
+		d = get_column(tuple, desc, cols->active, &isnull);
+		return !isnull && DatumGetBool(d);
+	}
+	return false;
+}
+
 static void
 check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 		   bool is_insert, Datum *repl, bool *repl_null, bool *replace)
@@ -770,6 +792,14 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 		jf_check_secret_refs(secret_refs, owner,
 							 TextDatumGetCString(get_column(tuple, desc, cols->url, &url_null)));
 	}
+	/*
+	 * An owner every tenant holds is refused whenever the row is to go
+	 * out: inserted, or left pending (a redrive, a reschedule) or, for a
+	 * timer, active by an update; cancelling or pausing such a row stays
+	 * possible.  The worker writes only rows checked before.
+	 */
+	if (!jobflow_am_worker && (is_insert || will_fire(tuple, desc, cols)))
+		jf_check_owner_role(owner);
 	if (!is_insert)
 		return;
 	if (isnull)
@@ -783,9 +813,6 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 				 errmsg("permission denied to schedule a task for role \"%s\"",
 						GetUserNameFromId(DatumGetObjectId(d), true) ?
 						GetUserNameFromId(DatumGetObjectId(d), true) : "?")));
-	/* the worker inserts occurrences of timers already checked */
-	if (!jobflow_am_worker)
-		jf_check_owner_role(owner);
 }
 
 static const char *
@@ -1027,7 +1054,12 @@ jobflow_task_check(PG_FUNCTION_ARGS)
 		(pending && request_changed(trigdata->tg_trigtuple, tuple, desc, &cols)))
 		check_task(tuple, desc, &cols, is_insert, repl, repl_null, replace);
 	else if (pending)
+	{
 		check_run_at(tuple, desc, &cols);
+		/* a redrive or a reschedule sends it: its owner too is checked */
+		if (!jobflow_am_worker)
+			jf_check_owner_role(DatumGetObjectId(get_column(tuple, desc, cols.owner, &isnull)));
+	}
 
 	result = tuple;
 	for (i = 0; i < desc->natts; i++)

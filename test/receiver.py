@@ -18,6 +18,8 @@
 #   /flaky/N                 500 for the first N requests of each
 #                            X-Jobflow-Task-Id, then 200
 #   /echo                    200 with the request body echoed back
+#   /echo_headers            200 with the request's headers, "Name: value"
+#                            a line, as a receiver that reflects them would
 #   /big[?size=BYTES]        a 1 MB (or BYTES) response
 #   /stream[?status=N][&seconds=S]  status N (200), then a chunked body of
 #                            1 kB chunks every 10 ms that ends after S
@@ -183,6 +185,9 @@ class Handler(BaseHTTPRequestHandler):
             ctype = self.headers.get("Content-Type") or "application/octet-stream"
             self.reply(200, body, {"Content-Type": ctype,
                                    "X-Echo-Method": self.command})
+        elif kind == "echo_headers":
+            self.reply(200, "".join("%s: %s\n" % (k, v) for k, v in self.headers.items()),
+                       {"Content-Type": "text/plain"})
         elif kind == "big":
             size = int(query.get("size", ["1048576"])[0])
             self.reply(200, b"x" * size)

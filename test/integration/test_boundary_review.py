@@ -186,20 +186,20 @@ def test_role_owning_a_function_of_its_makers_is_not_taken(databases, connect, d
 # ---- item 9: the outcome channel is not secret from monitoring roles ---------
 
 def test_monitoring_role_cannot_hear_or_forge_a_tenants_outcomes(connect, db, receiver, new_role):
-    """The README has the application LISTEN on what outcome_channel()
-    returned.  The channel then stands in pg_stat_activity.query of its
-    session, which every member of pg_read_all_stats reads: pg_monitor, so
-    every metrics exporter, which jobflow makes a member of jobflow_monitor.
-    With it, a monitoring role hears the tenant's task ids and outcomes and
-    notifies on the tenant's channel."""
+    """Had the application LISTEN on what outcome_channel() returned, the
+    channel would stand in pg_stat_activity.query of its session, which
+    every member of pg_read_all_stats reads: pg_monitor, so every metrics
+    exporter.  With it, a monitoring role would hear the tenant's task ids
+    and outcomes and notify on the tenant's channel."""
     tenant = new_role()
     monitor = "mon_" + uuid.uuid4().hex[:8]
     with db.cursor() as cur:
         cur.execute("CREATE ROLE %s LOGIN IN ROLE pg_monitor" % monitor)
     try:
         app = connect(user=tenant)
-        channel = query(app, "SELECT jobflow.outcome_channel() AS c")[0]["c"]
-        app.cursor().execute('LISTEN "%s"' % channel)          # as the README says
+        # as the README says: listen_outcomes() listens without naming the
+        # channel in a statement (a LISTEN statement would show it)
+        channel = query(app, "SELECT jobflow.listen_outcomes() AS c")[0]["c"]
         mon = connect(user=monitor)
         seen = [r["query"] for r in query(mon, "SELECT query FROM pg_stat_activity"
                                                " WHERE query LIKE '%%jobflow_outcome_%%'"

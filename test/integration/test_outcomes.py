@@ -16,9 +16,10 @@ from conftest import query, wait_final
 
 
 def listen(conn):
-    """LISTEN on the channel of conn's role; the channel's name."""
-    channel = query(conn, "SELECT jobflow.outcome_channel() AS c")[0]["c"]
-    conn.cursor().execute('LISTEN "%s"' % channel)
+    """Listen on the channel of conn's role (jobflow.listen_outcomes());
+    the channel's name."""
+    channel = query(conn, "SELECT jobflow.listen_outcomes() AS c")[0]["c"]
+    assert channel == query(conn, "SELECT jobflow.outcome_channel() AS c")[0]["c"]
     return channel
 
 

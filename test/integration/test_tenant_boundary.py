@@ -266,6 +266,21 @@ def test_secret_rebound_elsewhere_is_left_out(db, receiver, app_role, cleanup_se
     assert "authorization" not in req["headers"]
 
 
+def test_reflected_secret_is_masked_in_the_log(db, receiver, app_role, admin, cleanup_secrets):
+    """A receiver on the secret's origin that echoes request headers: the
+    log, which the owner and jobflow_admin read, holds the value masked."""
+    cleanup_secrets.append(app_role)
+    value = "Bearer sk_%s" % uuid.uuid4().hex
+    url, tag = receiver.unique_url("/echo_headers")
+    run_as(db, app_role, "SELECT jobflow.set_secret('api', %s, ARRAY[%s])", (value, origin_of(url)))
+    task = run_as(db, app_role, "SELECT jobflow.schedule(%s, headers => %s::jsonb)", (url, AUTH))
+    wait_final(db, [task])
+    assert receiver.wait_for(lambda r: ("t=" + tag) in r["query"])[-1]["headers"]["authorization"] == value
+    log = run_as(db, admin, "SELECT string_agg(response, '') FROM jobflow.task_log WHERE task_id = %s", (task,))
+    assert "Authorization: " + "*" * len(value) in log, log
+    assert value not in log
+
+
 def test_secret_origins_are_checked(db, app_role, cleanup_secrets):
     cleanup_secrets.append(app_role)
     e = error_of(db, app_role, "SELECT jobflow.set_secret('api', 'v')")
@@ -333,8 +348,8 @@ def test_outcomes_reach_their_owner_alone(connect, db, receiver, new_role):
         query(b, "SELECT key FROM jobflow.outcome_key")
     with pytest.raises(psycopg2.errors.InsufficientPrivilege):
         query(b, "SELECT jobflow._outcome_channel(%s::regrole)", (alice,))
-    a.cursor().execute('LISTEN "%s"' % a_channel)
-    b.cursor().execute('LISTEN "%s"' % b_channel)
+    assert query(a, "SELECT jobflow.listen_outcomes() AS c")[0]["c"] == a_channel
+    assert query(b, "SELECT jobflow.listen_outcomes() AS c")[0]["c"] == b_channel
     b.cursor().execute("LISTEN jobflow_outcome")     # 0.2.0's channel, open to all
     url, _ = receiver.unique_url("/ok")
     task = query(a, "SELECT jobflow.schedule(%s, notify => true) AS id", (url,))[0]["id"]
