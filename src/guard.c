@@ -383,6 +383,8 @@ jf_guard_sweep_roles(void)
 
 	jf_xact_begin("jobflow: cancel tasks of dropped roles");
 	roles_changed = false;
+	jf_metrics_count(JF_COUNT_ROLE_CHECKS, 1);
+	jf_metrics_count(JF_COUNT_ROLE_SWEEPS, 1);
 	ret = SPI_execute(
 		"UPDATE jobflow.tasks t SET state = 'cancelled',"
 		"       last_error = 'cancelled: the role that owns this task no longer exists',"

@@ -292,6 +292,8 @@ jf_queues_refresh(WorkerState *ws, bool force)
 						"  FROM jobflow.queues", true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not read jobflow.queues");
 		jf_xact_count_statements(1);
+		jf_metrics_count(JF_COUNT_QUEUE_READS, 1);
+		jf_metrics_count(JF_COUNT_QUEUE_ROWS, SPI_processed);
 		for (i = 0; i < SPI_processed; i++)
 		{
 			HeapTuple	tup = SPI_tuptable->vals[i];
