@@ -381,7 +381,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 
 		jf_dispatch_collect(ws);
 		/* the first of the database's workers sweeps for all of them */
-		if (jf_guard_roles_changed() && jobflow_worker_part == 0)
+		if (jobflow_worker_part == 0 && jf_guard_roles_due(jf_now_ms()))
 			jf_guard_sweep_roles();
 		if (jf_queues_refresh(ws, false))
 			jf_prune_reset_mark(ws->prune);
@@ -415,6 +415,8 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		deadline = Min(deadline, jf_prune_deadline(ws));
 		deadline = Min(deadline, jf_metrics_hosts_deadline(ws->fair));
 		deadline = Min(deadline, ws->strays_look_ms);
+		if (jobflow_worker_part == 0)
+			deadline = Min(deadline, jf_guard_roles_deadline());
 		if (ws->rescan_soon)
 			deadline = Min(deadline, ws->last_housekeeping_ms + RESCAN_SOON_MS);
 		if (more_due || (!paused && jf_dispatch_room_freed(ws)))
