@@ -35,6 +35,7 @@
 
 #include "cron.h"
 #include "guard.h"
+#include "quota.h"
 #include "task_check.h"
 
 #define CRON_NAME_MAX		200
@@ -301,6 +302,17 @@ jobflow_cron_check(PG_FUNCTION_ARGS)
 				 errdetail("It says what happens to occurrences missed while the worker was not running: skip them, or fire once.")));
 
 	jobflow_check_request_row(tuple, desc, is_insert, repl, repl_null, replace);
+
+	/* a new timer counts against its owner's limit (quota.c) */
+	if (is_insert)
+	{
+		int			owner_col = attnum_of(desc, "owner");
+		Datum		owner = replace[owner_col - 1] ? repl[owner_col - 1] :
+			heap_getattr(tuple, owner_col, desc, &isnull);
+
+		jf_quota_check(JF_QUOTA_TIMERS, DatumGetObjectId(owner),
+					   text_column(tuple, desc, attnum_of(desc, "name"), "cron timer name"));
+	}
 
 	active = DatumGetBool(heap_getattr(tuple, attnum_of(desc, "active"), desc, &isnull));
 	if (isnull)

@@ -52,6 +52,8 @@ extern char *jobflow_deny_networks;
 extern bool jobflow_follow_cross_origin_redirects;
 extern int	jobflow_retention_s;
 extern int	jobflow_prune_batch_size;
+extern int	jobflow_max_queues_per_role;	/* 0: no limit */
+extern int	jobflow_max_timers_per_role;	/* 0: no limit */
 
 /*
  * jobflow_max_per_host, jobflow_log_flush_ms, jobflow_retry_base_ms and

@@ -23,6 +23,7 @@
 
 #include "as_owner.h"
 #include "guard.h"
+#include "quota.h"
 #include "task_check.h"
 #include "xact.h"
 
@@ -137,6 +138,7 @@ jobflow_pause_queue(PG_FUNCTION_ARGS)
 	text	   *name = queue_name(fcinfo);
 	Oid			owner = queue_owner(fcinfo, 1);
 
+	jf_quota_check(JF_QUOTA_QUEUES, owner, text_to_cstring(name));
 	PG_RETURN_BOOL(write_queue("INSERT INTO jobflow.queues AS q (owner, name, paused)"
 							   " VALUES ($1, $2, true)"
 							   " ON CONFLICT (owner, name) DO UPDATE"
@@ -230,6 +232,7 @@ jobflow_set_queue(PG_FUNCTION_ARGS)
 	}
 	else
 		nulls[3] = 'n';
+	jf_quota_check(JF_QUOTA_QUEUES, owner, text_to_cstring(name));
 	(void) write_queue("INSERT INTO jobflow.queues AS q"
 					   " (owner, name, max_concurrent, max_per_second, priority, retention)"
 					   " VALUES ($1, $2, $3, $4, $5, $6)"
