@@ -37,6 +37,7 @@ OBJS = \
 	src/rate.o \
 	src/queues.o \
 	src/quota.o \
+	src/changes.o \
 	src/cron_parse.o \
 	src/cron.o \
 	src/cron_sql.o \
