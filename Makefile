@@ -36,6 +36,8 @@ OBJS = \
 	src/fair.o \
 	src/rate.o \
 	src/queues.o \
+	src/quota.o \
+	src/changes.o \
 	src/cron_parse.o \
 	src/cron.o \
 	src/cron_sql.o \

@@ -217,6 +217,48 @@ SELECT s.owner, s.name, s.updated_at, s.origins
 
 /* ---- section: quotas and wake-ups proportional to what changed ---- */
 
+/*
+ * Issue 20, item 6.  The worker reads again only the queues and timers
+ * whose rows a committed transaction changed: row triggers name them in
+ * shared memory at commit (changes.c), instead of statement triggers that
+ * fired, and had the worker read every queue and scan every timer, for
+ * every statement, even one that changed no row.  A TRUNCATE of
+ * jobflow.queues still has it read them all.  The functions keep their
+ * names (and so their privileges and comments); only their code and the
+ * triggers' level change.
+ */
+CREATE OR REPLACE FUNCTION jobflow._cron_notify()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'jobflow_cron_rows_changed'
+LANGUAGE C
+SET search_path = pg_catalog, pg_temp;
+
+DROP TRIGGER cron_notify ON jobflow.cron_timers;
+CREATE TRIGGER cron_notify
+	AFTER INSERT OR UPDATE ON jobflow.cron_timers
+	FOR EACH ROW EXECUTE FUNCTION jobflow._cron_notify();
+
+CREATE OR REPLACE FUNCTION jobflow._queues_notify()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'jobflow_queues_rows_changed'
+LANGUAGE C
+SET search_path = pg_catalog, pg_temp;
+
+DROP TRIGGER queues_notify ON jobflow.queues;
+CREATE TRIGGER queues_notify
+	AFTER INSERT OR UPDATE OR DELETE ON jobflow.queues
+	FOR EACH ROW EXECUTE FUNCTION jobflow._queues_notify();
+CREATE TRIGGER queues_truncate
+	AFTER TRUNCATE ON jobflow.queues
+	FOR EACH STATEMENT EXECUTE FUNCTION jobflow._queues_notify();
+
+/*
+ * Whether some queue has a retention of its own, asked after each change:
+ * only those queues are in this index, so the answer costs a look at
+ * them, not at every configured queue.
+ */
+CREATE INDEX queues_retention ON jobflow.queues (owner) WHERE retention IS NOT NULL;
+
 
 /* ---- end of section: quotas and wake-ups ---- */
 

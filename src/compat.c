@@ -2,7 +2,8 @@
  *
  * compat.c
  *	  Version-dependent helpers that need state: the worker's named wait
- *	  events.
+ *	  events, and the settings its sessions pin (transaction_timeout since
+ *	  17).
  *
  * Since PostgreSQL 17 an extension can name its wait events, so
  * pg_stat_activity shows "JobflowWorkerMain" rather than the generic
@@ -12,6 +13,7 @@
  */
 #include "compat.h"
 
+#include "utils/guc.h"
 #include "utils/wait_event.h"
 
 /*
@@ -34,5 +36,25 @@ jf_wait_event(JfWaitEvent which)
 	return ids[which];
 #else
 	return PG_WAIT_EXTENSION;
+#endif
+}
+
+/*
+ * Called right after a background worker connects, before its first
+ * transaction.  Read-only or serializable transactions by default would
+ * fail every write of the worker, or some of its claims; a transaction
+ * timeout ends the session (FATAL), which the worker would then meet at
+ * every restart.  statement_timeout, lock_timeout and the idle timeouts
+ * are the worker's own business (worker.c): the probe runs no statement.
+ */
+void
+jf_pin_session_settings(void)
+{
+	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET,
+					PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_deferrable", "off", PGC_SUSET, PGC_S_OVERRIDE);
+#if PG_VERSION_NUM >= 170000
+	SetConfigOption("transaction_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 #endif
 }

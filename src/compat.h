@@ -67,4 +67,11 @@ typedef enum JfWaitEvent
 
 extern uint32 jf_wait_event(JfWaitEvent which);
 
+/*
+ * jobflow's background workers' own values of the settings a database's
+ * owner (ALTER DATABASE ... SET) or a role's settings could give their
+ * sessions, those of every version and transaction_timeout (17+).
+ */
+extern void jf_pin_session_settings(void);
+
 #endif							/* JOBFLOW_COMPAT_H */

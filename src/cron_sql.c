@@ -35,6 +35,7 @@
 
 #include "cron.h"
 #include "guard.h"
+#include "quota.h"
 #include "task_check.h"
 
 #define CRON_NAME_MAX		200
@@ -42,6 +43,13 @@
 #define CRON_GRACE_US		(5 * USECS_PER_SEC)
 
 TimestampTz jobflow_cron_missed_before = 0;
+
+/*
+ * The timers the worker's next materialisation looks at, when it names
+ * them (jf_cron_only): those whose rows committed transactions changed.
+ */
+static const int64 *only_ids = NULL;
+static int	nonly = 0;
 /* occurrences one timer may add in one call: bounds a per-second timer */
 #define CRON_MAX_PER_CALL	10000
 
@@ -302,6 +310,17 @@ jobflow_cron_check(PG_FUNCTION_ARGS)
 
 	jobflow_check_request_row(tuple, desc, is_insert, repl, repl_null, replace);
 
+	/* a new timer counts against its owner's limit (quota.c) */
+	if (is_insert)
+	{
+		int			owner_col = attnum_of(desc, "owner");
+		Datum		owner = replace[owner_col - 1] ? repl[owner_col - 1] :
+			heap_getattr(tuple, owner_col, desc, &isnull);
+
+		jf_quota_check(JF_QUOTA_TIMERS, DatumGetObjectId(owner),
+					   text_column(tuple, desc, attnum_of(desc, "name"), "cron timer name"));
+	}
+
 	active = DatumGetBool(heap_getattr(tuple, attnum_of(desc, "active"), desc, &isnull));
 	if (isnull)
 		ereport(ERROR,
@@ -443,6 +462,18 @@ cancel_stale(TimestampTz before, int64 **ids, TimestampTz **earliest)
 	return (int) SPI_processed;
 }
 
+/*
+ * The worker's next calls of _materialize_cron() look at these timers
+ * only (NULL: at every due one).  A commit that changed one timer costs
+ * the worker a look at that timer by primary key, not a scan of them all.
+ */
+void
+jf_cron_only(const int64 *ids, int n)
+{
+	only_ids = ids;
+	nonly = n;
+}
+
 PG_FUNCTION_INFO_V1(jobflow_materialize_cron);
 Datum
 jobflow_materialize_cron(PG_FUNCTION_ARGS)
@@ -466,6 +497,7 @@ jobflow_materialize_cron(PG_FUNCTION_ARGS)
 	Oid			select_types[2] = {TIMESTAMPTZOID, INT8ARRAYOID};
 	Datum		select_values[2];
 	Occurrences o;
+	bool		restricted;
 	int			ret;
 
 	InitMaterializedSRF(fcinfo, 0);
@@ -479,22 +511,41 @@ jobflow_materialize_cron(PG_FUNCTION_ARGS)
 
 	if (jobflow_cron_missed_before != 0 && jobflow_cron_missed_before < missed_before)
 		missed_before = jobflow_cron_missed_before;
-	if (catch_up)
+	restricted = jobflow_am_worker && only_ids != NULL;
+	if (catch_up && !restricted)
 		nstale = cancel_stale(missed_before, &stale_ids, &stale_at);
-	stale_datums = palloc(sizeof(Datum) * (nstale + 1));
+	stale_datums = palloc(sizeof(Datum) * (Max(nstale, nonly) + 1));
 	for (i = 0; i < (uint64) nstale; i++)
 		stale_datums[i] = Int64GetDatum(stale_ids[i]);
 
 	select_values[0] = TimestampTzGetDatum(until);
-	select_values[1] = PointerGetDatum(construct_array(stale_datums, nstale, INT8OID, 8,
-													   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	ret = SPI_execute_with_args(
-		"SELECT c.id, c.schedule, c.timezone, c.next_at, c.missed = 'once'"
-		"  FROM jobflow.cron_timers c"
-		" WHERE c.active AND c.next_at IS NOT NULL"
-		"   AND (c.next_at < $1 OR c.id = ANY ($2))"
-		" ORDER BY c.id FOR UPDATE SKIP LOCKED",
-		2, select_types, select_values, NULL, false, 0);
+	if (restricted)
+	{
+		/* the timers named, by primary key */
+		for (i = 0; i < (uint64) nonly; i++)
+			stale_datums[i] = Int64GetDatum(only_ids[i]);
+		select_values[1] = PointerGetDatum(construct_array(stale_datums, nonly, INT8OID, 8,
+														   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		ret = SPI_execute_with_args(
+			"SELECT c.id, c.schedule, c.timezone, c.next_at, c.missed = 'once'"
+			"  FROM jobflow.cron_timers c"
+			" WHERE c.id = ANY ($2) AND c.active AND c.next_at IS NOT NULL"
+			"   AND c.next_at < $1"
+			" ORDER BY c.id FOR UPDATE SKIP LOCKED",
+			2, select_types, select_values, NULL, false, 0);
+	}
+	else
+	{
+		select_values[1] = PointerGetDatum(construct_array(stale_datums, nstale, INT8OID, 8,
+														   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		ret = SPI_execute_with_args(
+			"SELECT c.id, c.schedule, c.timezone, c.next_at, c.missed = 'once'"
+			"  FROM jobflow.cron_timers c"
+			" WHERE c.active AND c.next_at IS NOT NULL"
+			"   AND (c.next_at < $1 OR c.id = ANY ($2))"
+			" ORDER BY c.id FOR UPDATE SKIP LOCKED",
+			2, select_types, select_values, NULL, false, 0);
+	}
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "reading cron timers failed: %s", SPI_result_code_string(ret));
 	timers = SPI_tuptable;

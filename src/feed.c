@@ -546,6 +546,25 @@ materialize_cron(WorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
 	jf_xact_count_statements(1);
 }
 
+/*
+ * materialize_cron for the timers named only (jf_cron_only), whatever
+ * happens: an error must not leave the next calls restricted.
+ */
+static void
+materialize_timers(WorkerState *ws, const int64 *ids, int n)
+{
+	jf_cron_only(ids, n);
+	PG_TRY();
+	{
+		materialize_cron(ws, jf_now_ms(), ws->loaded_until_ms, false);
+	}
+	PG_FINALLY();
+	{
+		jf_cron_only(NULL, 0);
+	}
+	PG_END_TRY();
+}
+
 /* qsort_arg order of indexes into arg, an array of range starts */
 static int
 compare_range(const void *a, const void *b, void *arg)
@@ -707,6 +726,8 @@ jf_feed_take_wakeups(WorkerState *ws)
 	int			before = a->n;
 	bool		cron_changed;
 	bool		overflowed = false;
+	int64	   *timers = palloc(sizeof(int64) * JF_WAKE_TIMERS);
+	int			ntimers = 0;
 
 	SpinLockAcquire(&jobflow_shared->wake_mutex);
 	for (i = 0; i < jobflow_shared->nwake; i++)
@@ -731,6 +752,10 @@ jf_feed_take_wakeups(WorkerState *ws)
 	jobflow_shared->wake_overflowed = false;
 	cron_changed = jobflow_shared->wake_cron;
 	jobflow_shared->wake_cron = false;
+	for (i = 0; i < jobflow_shared->ntimer_wakes; i++)
+		if (jobflow_shared->timer_wakes[i].dboid == MyDatabaseId)
+			timers[ntimers++] = jobflow_shared->timer_wakes[i].id;
+	jobflow_shared->ntimer_wakes = 0;
 	SpinLockRelease(&jobflow_shared->wake_mutex);
 
 	/* tasks due within the notify window: the rolling rescan covers them */
@@ -741,10 +766,18 @@ jf_feed_take_wakeups(WorkerState *ws)
 		a->n = 0;
 		return false;
 	}
-	if (cron_changed && jobflow_worker_part == 0)
+	/*
+	 * Timers whose rows changed: those named, by primary key; all of them
+	 * only when more changed than shared memory holds (or a prepared
+	 * transaction, or a schema before 0.3.0, did not say which).
+	 */
+	if ((cron_changed || ntimers > 0) && jobflow_worker_part == 0)
 	{
 		jf_xact_begin("jobflow: materialise changed cron timers");
-		materialize_cron(ws, jf_now_ms(), ws->loaded_until_ms, false);
+		if (cron_changed)
+			materialize_cron(ws, jf_now_ms(), ws->loaded_until_ms, false);
+		else
+			materialize_timers(ws, timers, ntimers);
 		jf_xact_commit();
 	}
 	if (a->n > before)

@@ -11,19 +11,31 @@
  *	- DROP EXTENSION jobflow is refused while tasks are pending or running
  *	  or timers active, unless CASCADE (which then says what it drops);
  *	- DROP ROLE is refused (2BP01) while the role owns such tasks or timers
- *	  in the current database; DROP OWNED BY cancels the role's pending
- *	  tasks and deletes its timers; REASSIGN OWNED BY moves its tasks, log
- *	  rows and timers to the new role;
+ *	  in the current database, and otherwise deletes its configured
+ *	  queues, secrets and signing secrets there; DROP OWNED BY cancels the
+ *	  role's pending tasks and deletes its timers, queues, secrets and
+ *	  signing secrets; REASSIGN OWNED BY moves its tasks, log rows, timers
+ *	  and queues to the new role, and deletes its secrets and signing
+ *	  secrets (the new role never gave those values);
  *	- COPY FROM into jobflow's tables with their id columns (what pg_dump
- *	  writes, and no application may) marks the session as a restore in
- *	  progress, in shared memory, until it ends.
+ *	  writes, and no application may), by a role that may write those rows
+ *	  (INSERT on the table, no row-level security), marks the session as a
+ *	  restore in progress, in shared memory, until it ends or runs DISCARD
+ *	  ALL; the mark goes at once if the (sub)transaction that made it
+ *	  aborts.  Anyone else's COPY fails its privilege check and marks
+ *	  nothing.
  *
  * The worker, for its part, claims and materialises nothing while a restore
  * is in progress in its database or a sequence of jobflow is behind its
  * table (its ids would collide with rows still to come), and never fires a
  * task whose owner no longer exists (DROP ROLE may run in any database):
- * the claim skips them and a sweep, run whenever pg_authid changes, cancels
- * them and pauses such timers.  Every worker transaction first locks the
+ * the claim skips them, and a sweep cancels them, pauses such timers and
+ * deletes the roles' queues and secrets.  The sweep is for the roles gone
+ * since the worker last looked (those dropping transactions published, and
+ * those pg_authid no longer has), and the worker looks at most once per
+ * jobflow.reconcile_interval after pg_authid changed: a role changing its
+ * own password in a loop costs a read of pg_authid an interval, and no
+ * sweep.  Every worker transaction first locks the
  * extension it serves (jf_guard_check_incarnation): if that extension was
  * dropped, the transaction fails before touching anything, and the worker
  * forgets what it held for it (outcomes in flight included); it serves a
@@ -58,10 +70,18 @@
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rls.h"
 #include "utils/syscache.h"
 
 /* sessions restoring at once, cluster-wide (pg_restore -j N uses N + 1) */
 #define MAX_RESTORERS 64
+/* roles dropped and not yet looked at by every worker, cluster-wide */
+#define DROPPED_RING 256
+/* roles one DROP ROLE transaction publishes (more: workers sweep all) */
+#define MAX_DROPPED_LOCAL 64
+/* more roles gone than this at one look: one sweep of every owner */
+#define MAX_TARGETED 1000
 
 typedef struct GuardShared
 {
@@ -71,6 +91,9 @@ typedef struct GuardShared
 		pid_t		pid;		/* 0: free */
 		Oid			dboid;
 	}			restorer[MAX_RESTORERS];
+	/* roles dropped by committed transactions, in any database */
+	uint64		ndropped;		/* published since the server started */
+	Oid			dropped[DROPPED_RING];	/* the last ones, at ndropped % size */
 } GuardShared;
 
 static GuardShared *guard_shared = NULL;
@@ -79,13 +102,41 @@ static shmem_startup_hook_type prev_startup = NULL;
 #if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_request = NULL;
 #endif
-static bool is_restorer = false;
+
+/*
+ * This session's restore mark: none, made by the transaction running (it
+ * goes if that transaction, or the subtransaction that made it, aborts),
+ * or kept by a committed one until the session ends or runs DISCARD ALL.
+ */
+typedef enum RestoreMark
+{
+	MARK_NONE,
+	MARK_THIS_XACT,
+	MARK_SESSION
+} RestoreMark;
+
+static RestoreMark mark = MARK_NONE;
+static SubTransactionId mark_subid = InvalidSubTransactionId;
+static bool mark_callbacks = false;
+static bool exit_callback = false;
+
+/* roles this transaction dropped, published at its commit */
+static Oid	dropped_here[MAX_DROPPED_LOCAL];
+static int	ndropped_here = 0;
+static bool dropped_overflow = false;
+static bool drop_callback = false;
 
 /* worker only */
 static Oid	served_ext = InvalidOid;
 static uint32 generation = 0;
 static bool lost = false;
-static bool roles_changed = true;
+static bool roles_changed = true;	/* pg_authid changed since the last look */
+static bool roles_looking = false;	/* a look began and did not finish */
+static bool sweep_everything = true;	/* at start: every owner gone */
+static int64 next_look_ms = 0;	/* one look per jobflow.reconcile_interval */
+static Oid *known_roles = NULL;	/* pg_authid at the last look, sorted */
+static int	nknown_roles = 0;
+static uint64 seen_dropped = 0; /* GuardShared.ndropped at the last look */
 static bool roles_callback = false;
 
 static void
@@ -119,12 +170,20 @@ guard_shmem_startup(void)
  * Restores in progress
  * ---------------------------------------------------------------------- */
 
-/* The restoring session ends: free its slot and wake the workers at once. */
+/*
+ * The mark goes (the session ends, runs DISCARD ALL, or the transaction
+ * that made the mark aborts): free its slot and wake the workers at once.
+ * Nothing here can fail: it runs in transaction callbacks too.
+ */
 static void
-unregister_restorer(int code, Datum arg)
+release_restorer(void)
 {
 	int			i;
 
+	mark = MARK_NONE;
+	mark_subid = InvalidSubTransactionId;
+	if (guard_shared == NULL)
+		return;
 	SpinLockAcquire(&guard_shared->mutex);
 	for (i = 0; i < MAX_RESTORERS; i++)
 		if (guard_shared->restorer[i].pid == MyProcPid)
@@ -133,18 +192,72 @@ unregister_restorer(int code, Datum arg)
 	jf_db_wake(MyDatabaseId, false);
 }
 
+static void
+unregister_restorer(int code, Datum arg)
+{
+	if (mark != MARK_NONE)
+		release_restorer();
+}
+
 /*
- * Record this session as restoring jobflow's tables in this database until
- * it ends.  With every slot taken, the sequence check still holds the
- * worker back once ids are loaded.
+ * A mark made by this transaction: kept at its commit (a restore's COPY
+ * commits one table at a time, and its next tables are still to come),
+ * gone at its abort.
+ */
+static void
+mark_xact_callback(XactEvent event, void *arg)
+{
+	if (mark != MARK_THIS_XACT)
+		return;
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PREPARE:
+			mark = MARK_SESSION;
+			mark_subid = InvalidSubTransactionId;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			release_restorer();
+			break;
+		default:
+			break;
+	}
+}
+
+/* ... and by the subtransaction that made it: ROLLBACK TO SAVEPOINT. */
+static void
+mark_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					  SubTransactionId parentSubid, void *arg)
+{
+	if (mark != MARK_THIS_XACT || mySubid != mark_subid)
+		return;
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		release_restorer();
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+		mark_subid = parentSubid;
+}
+
+/*
+ * Mark this session as restoring jobflow's tables in this database.  With
+ * every slot taken, the sequence check still holds the worker back once
+ * ids are loaded.
  */
 static void
 register_restorer(void)
 {
 	int			i;
+	bool		taken = false;
 
-	if (is_restorer || guard_shared == NULL)
+	if (mark != MARK_NONE || guard_shared == NULL)
 		return;
+	if (!mark_callbacks)
+	{
+		RegisterXactCallback(mark_xact_callback, NULL);
+		RegisterSubXactCallback(mark_subxact_callback, NULL);
+		mark_callbacks = true;
+	}
 	SpinLockAcquire(&guard_shared->mutex);
 	for (i = 0; i < MAX_RESTORERS; i++)
 	{
@@ -152,13 +265,30 @@ register_restorer(void)
 		{
 			guard_shared->restorer[i].pid = MyProcPid;
 			guard_shared->restorer[i].dboid = MyDatabaseId;
-			is_restorer = true;
+			taken = true;
 			break;
 		}
 	}
 	SpinLockRelease(&guard_shared->mutex);
-	if (is_restorer)
+	if (!taken)
+		return;
+	mark = MARK_THIS_XACT;
+	mark_subid = GetCurrentSubTransactionId();
+	if (!exit_callback)
+	{
 		before_shmem_exit(unregister_restorer, (Datum) 0);
+		exit_callback = true;
+	}
+}
+
+/*
+ * Whether this session restores jobflow's tables: what it loads was
+ * dumped, and is not held to the per-role limits (quota.c).
+ */
+bool
+jf_guard_restoring(void)
+{
+	return mark != MARK_NONE;
 }
 
 /*
@@ -250,6 +380,11 @@ jf_guard_may_materialise(bool *sequences_behind)
 /*
  * COPY FROM into jobflow's tables with their id columns, or into its log:
  * what pg_dump writes.  Applications may insert neither ids nor log rows.
+ * It is a restore only if the current user may write those rows: INSERT
+ * on the table (not only on some columns) and no row-level security in
+ * the way, which is what a restoring superuser or owner has.  Anyone else's
+ * COPY fails its privilege check right after this, and must not have held
+ * the worker back meanwhile, nor after.
  */
 static bool
 is_restore_copy(CopyStmt *stmt)
@@ -268,18 +403,22 @@ is_restore_copy(CopyStmt *stmt)
 	if (!OidIsValid(relid) || get_rel_namespace(relid) != nsp)
 		return false;
 	relname = get_rel_name(relid);
-	if (strcmp(relname, "task_log") == 0)
-		return true;
-	if (strcmp(relname, "tasks") != 0 && strcmp(relname, "cron_timers") != 0)
-		return false;
-	if (stmt->attlist == NIL)
-		return true;
-	foreach(lc, stmt->attlist)
+	if (strcmp(relname, "task_log") != 0)
 	{
-		if (strcmp(strVal(lfirst(lc)), "id") == 0)
-			return true;
+		bool		ids = stmt->attlist == NIL;
+
+		if (strcmp(relname, "tasks") != 0 && strcmp(relname, "cron_timers") != 0)
+			return false;
+		foreach(lc, stmt->attlist)
+		{
+			if (strcmp(strVal(lfirst(lc)), "id") == 0)
+				ids = true;
+		}
+		if (!ids)
+			return false;
 	}
-	return false;
+	return pg_class_aclcheck(relid, GetUserId(), ACL_INSERT) == ACLCHECK_OK &&
+		check_enable_rls(relid, InvalidOid, true) != RLS_ENABLED;
 }
 
 /* ----------------------------------------------------------------------
@@ -305,7 +444,10 @@ jf_guard_serve(void)
 	CommitTransactionCommand();
 	generation++;
 	lost = false;
+	/* the first look sweeps for every owner gone while nobody served */
 	roles_changed = true;
+	sweep_everything = true;
+	next_look_ms = 0;
 	if (!roles_callback)
 	{
 		CacheRegisterSyscacheCallback(AUTHOID, roles_changed_callback, (Datum) 0);
@@ -362,66 +504,232 @@ jf_guard_take_lost(void)
  * Dropped roles, as seen by the worker
  * ---------------------------------------------------------------------- */
 
+/*
+ * Whether the first worker of the database should look at the roles now:
+ * pg_authid changed (or the worker starts, or the last look failed), and
+ * the last look is a jobflow.reconcile_interval ago.  A role changing its
+ * own password in a loop changes pg_authid as often as it likes; the
+ * worker looks at most once an interval, and sweeps only for roles that
+ * are gone.
+ */
 bool
-jf_guard_roles_changed(void)
+jf_guard_roles_due(int64 now_ms)
 {
-	return roles_changed;
+	return (roles_changed || roles_looking) && now_ms >= next_look_ms;
+}
+
+/* When the worker's loop must wake for that look (INT64_MAX: no need). */
+int64
+jf_guard_roles_deadline(void)
+{
+	return roles_changed || roles_looking ? next_look_ms : PG_INT64_MAX;
+}
+
+static int
+compare_oid(const void *a, const void *b)
+{
+	Oid			x = *(const Oid *) a;
+	Oid			y = *(const Oid *) b;
+
+	return (x > y) - (x < y);
 }
 
 /*
- * pg_authid changed (or the worker starts): cancel the pending tasks,
- * pause the timers and forget the queues whose owner no longer exists.
- * DROP ROLE may have run in another database, where the hook below cannot
- * see jobflow's tables.
+ * Run one sweep statement over the table named in sql (if it exists: the
+ * tables came with different versions), for the roles in $1 or, with
+ * everyone, for every owner no role has; the rows it changed.
  */
-void
-jf_guard_sweep_roles(void)
+static uint64
+sweep_table(const char *relname, const char *sql, Datum gone, bool everyone,
+			int expected)
 {
+	Oid			types[1] = {OIDARRAYOID};
+	char	   *text;
 	int			ret;
+
+	if (!OidIsValid(get_relname_relid(relname, get_namespace_oid("jobflow", false))))
+		return 0;
+	text = psprintf(sql, everyone ? "" :
+					" AND x.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)");
+	ret = SPI_execute_with_args(text, everyone ? 0 : 1, types, &gone, NULL, false, 0);
+	if (ret != expected)
+		elog(ERROR, "sweeping jobflow.%s for dropped roles failed: %s", relname,
+			 SPI_result_code_string(ret));
+	jf_xact_count_statements(1);
+	return SPI_processed;
+}
+
+#define NO_ROLE_LEFT \
+	" AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_authid a" \
+	"                  WHERE a.oid OPERATOR(pg_catalog.=) x.owner::pg_catalog.oid)"
+
+/*
+ * What roles that no longer exist left: their pending tasks are
+ * cancelled, their timers paused, their configured queues, secrets and
+ * signing secrets deleted (the claim never sends their tasks meanwhile).
+ * With everyone, for every owner no role has; else for the roles in gone.
+ * Every statement checks pg_authid again: an oid given to a new role since
+ * is left alone.
+ */
+static void
+sweep(Datum gone, bool everyone)
+{
 	uint64		tasks;
 	uint64		timers;
 
-	jf_xact_begin("jobflow: cancel tasks of dropped roles");
-	roles_changed = false;
-	ret = SPI_execute(
-		"UPDATE jobflow.tasks t SET state = 'cancelled',"
-		"       last_error = 'cancelled: the role that owns this task no longer exists',"
-		"       updated_at = pg_catalog.now()"
-		" WHERE t.state OPERATOR(pg_catalog.=) 'pending'"
-		"   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_authid a"
-		"                    WHERE a.oid OPERATOR(pg_catalog.=) t.owner::pg_catalog.oid)",
-		false, 0);
-	if (ret != SPI_OK_UPDATE)
-		elog(ERROR, "cancelling tasks of dropped roles failed: %s", SPI_result_code_string(ret));
-	tasks = SPI_processed;
-	ret = SPI_execute(
-		"UPDATE jobflow.cron_timers c SET active = false, next_at = NULL,"
-		"       updated_at = pg_catalog.now()"
-		" WHERE c.active"
-		"   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_authid a"
-		"                    WHERE a.oid OPERATOR(pg_catalog.=) c.owner::pg_catalog.oid)",
-		false, 0);
-	if (ret != SPI_OK_UPDATE)
-		elog(ERROR, "pausing timers of dropped roles failed: %s", SPI_result_code_string(ret));
-	timers = SPI_processed;
-	jf_xact_count_statements(2);
-	/* their queues' settings go too (the table is new in 0.2.0) */
-	if (OidIsValid(get_relname_relid("queues", get_namespace_oid("jobflow", false))))
-	{
-		ret = SPI_execute(
-			"DELETE FROM jobflow.queues q"
-			" WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_authid a"
-			"                    WHERE a.oid OPERATOR(pg_catalog.=) q.owner::pg_catalog.oid)",
-			false, 0);
-		if (ret != SPI_OK_DELETE)
-			elog(ERROR, "deleting queues of dropped roles failed: %s", SPI_result_code_string(ret));
-		jf_xact_count_statements(1);
-	}
-	jf_xact_commit();
+	jf_metrics_count(JF_COUNT_ROLE_SWEEPS, 1);
+	tasks = sweep_table("tasks",
+						"UPDATE jobflow.tasks x SET state = 'cancelled',"
+						"       last_error = 'cancelled: the role that owns this task no longer exists',"
+						"       updated_at = pg_catalog.now()"
+						" WHERE x.state OPERATOR(pg_catalog.=) 'pending'%s" NO_ROLE_LEFT,
+						gone, everyone, SPI_OK_UPDATE);
+	timers = sweep_table("cron_timers",
+						 "UPDATE jobflow.cron_timers x SET active = false, next_at = NULL,"
+						 "       updated_at = pg_catalog.now()"
+						 " WHERE x.active%s" NO_ROLE_LEFT,
+						 gone, everyone, SPI_OK_UPDATE);
+	(void) sweep_table("queues", "DELETE FROM jobflow.queues x WHERE true%s" NO_ROLE_LEFT,
+					   gone, everyone, SPI_OK_DELETE);
+	(void) sweep_table("secrets", "DELETE FROM jobflow.secrets x WHERE true%s" NO_ROLE_LEFT,
+					   gone, everyone, SPI_OK_DELETE);
+	(void) sweep_table("signing_secrets",
+					   "DELETE FROM jobflow.signing_secrets x WHERE true%s" NO_ROLE_LEFT,
+					   gone, everyone, SPI_OK_DELETE);
 	if (tasks + timers > 0)
 		ereport(LOG,
 				(errmsg("jobflow worker cancelled %llu pending task(s) and paused %llu cron timer(s) whose role was dropped",
 						(unsigned long long) tasks, (unsigned long long) timers)));
+}
+
+/*
+ * Look at the roles (pg_authid changed, or the worker starts): the roles
+ * gone since the last look are those it knew then and the ones dropping
+ * transactions published (a role made and dropped between two looks), of
+ * which pg_authid has none now.  Only for those, if any, a sweep; at start,
+ * or when more are gone than published or than a targeted sweep is for,
+ * one sweep for every owner.  DROP ROLE may have run in another database,
+ * where the utility hook cannot see jobflow's tables.  Reading pg_authid
+ * costs a row per role, once per interval at most.
+ */
+void
+jf_guard_sweep_roles(void)
+{
+	uint64		published;
+	Oid		   *gone;
+	int			ngone = 0;
+	Oid		   *now;
+	int			nnow;
+	bool		everyone = sweep_everything;
+	uint64		i;
+	int			k;
+
+	roles_changed = false;
+	roles_looking = true;
+	next_look_ms = jf_now_ms() + jobflow_reconcile_ms;
+	jf_xact_begin("jobflow: look for dropped roles");
+	jf_metrics_count(JF_COUNT_ROLE_CHECKS, 1);
+	if (SPI_execute("SELECT a.oid FROM pg_catalog.pg_authid a", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "reading pg_authid failed");
+	jf_xact_count_statements(1);
+	nnow = (int) SPI_processed;
+	now = palloc(sizeof(Oid) * Max(nnow, 1));
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		now[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+												SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	qsort(now, nnow, sizeof(Oid), compare_oid);
+
+	gone = palloc(sizeof(Oid) * (nknown_roles + DROPPED_RING + 1));
+	for (k = 0; k < nknown_roles; k++)
+		if (!bsearch(&known_roles[k], now, nnow, sizeof(Oid), compare_oid))
+			gone[ngone++] = known_roles[k];
+	SpinLockAcquire(&guard_shared->mutex);
+	published = guard_shared->ndropped;
+	if (published - seen_dropped > DROPPED_RING)
+		everyone = true;
+	else
+		for (i = seen_dropped; i < published; i++)
+		{
+			Oid			oid = guard_shared->dropped[i % DROPPED_RING];
+
+			if (!bsearch(&oid, now, nnow, sizeof(Oid), compare_oid))
+				gone[ngone++] = oid;
+		}
+	SpinLockRelease(&guard_shared->mutex);
+
+	if (everyone || ngone > MAX_TARGETED)
+		sweep((Datum) 0, true);
+	else if (ngone > 0)
+	{
+		Datum	   *d = palloc(sizeof(Datum) * ngone);
+
+		for (k = 0; k < ngone; k++)
+			d[k] = ObjectIdGetDatum(gone[k]);
+		sweep(PointerGetDatum(construct_array(d, ngone, OIDOID, sizeof(Oid), true,
+											  TYPALIGN_INT)), false);
+	}
+	if (known_roles != NULL)
+		pfree(known_roles);
+	known_roles = MemoryContextAlloc(TopMemoryContext, sizeof(Oid) * Max(nnow, 1));
+	memcpy(known_roles, now, sizeof(Oid) * nnow);
+	nknown_roles = nnow;
+	jf_xact_commit();
+
+	seen_dropped = published;
+	sweep_everything = false;
+	roles_looking = false;
+}
+
+/*
+ * DROP ROLE committed: publish the roles for every worker of the cluster
+ * (nothing here can fail).  A transaction that dropped more than it keeps
+ * publishes that many more, which sends the workers to sweep every owner.
+ */
+static void
+drop_xact_callback(XactEvent event, void *arg)
+{
+	int			i;
+
+	if (event == XACT_EVENT_COMMIT && (ndropped_here > 0 || dropped_overflow) &&
+		guard_shared != NULL)
+	{
+		SpinLockAcquire(&guard_shared->mutex);
+		for (i = 0; i < ndropped_here; i++)
+			guard_shared->dropped[guard_shared->ndropped++ % DROPPED_RING] = dropped_here[i];
+		if (dropped_overflow)
+			guard_shared->ndropped += DROPPED_RING + 1;
+		SpinLockRelease(&guard_shared->mutex);
+	}
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PREPARE || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT)
+	{
+		ndropped_here = 0;
+		dropped_overflow = false;
+	}
+}
+
+static void
+remember_dropped(List *oids)
+{
+	ListCell   *lc;
+
+	if (!drop_callback)
+	{
+		RegisterXactCallback(drop_xact_callback, NULL);
+		drop_callback = true;
+	}
+	foreach(lc, oids)
+	{
+		if (ndropped_here == MAX_DROPPED_LOCAL)
+			dropped_overflow = true;
+		else
+			dropped_here[ndropped_here++] = lfirst_oid(lc);
+	}
 }
 
 /* ----------------------------------------------------------------------
@@ -559,6 +867,46 @@ role_oids(List *specs)
 	return oids;
 }
 
+/* The roles' oids as an oid[] Datum. */
+static Datum
+oid_array(List *oids)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(list_length(oids), 1));
+	ListCell   *lc;
+	int			n = 0;
+
+	foreach(lc, oids)
+		d[n++] = ObjectIdGetDatum(lfirst_oid(lc));
+	return PointerGetDatum(construct_array(d, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
+}
+
+/*
+ * Delete the roles' secrets and signing secrets, and (but for REASSIGN
+ * OWNED, which moves them) their configured queues, in the tables this
+ * version of the schema has.  As the extension's owner (as_owner_begin),
+ * with triggers on: the worker hears of the queues.
+ */
+static void
+delete_of_roles(List *oids, bool keep_queues)
+{
+	static const char *const tables[] = {"secrets", "signing_secrets", "queues"};
+	Oid			types[1] = {OIDARRAYOID};
+	Datum		values[1] = {oid_array(oids)};
+	Oid			nsp = get_namespace_oid("jobflow", false);
+	int			i;
+
+	for (i = 0; i < lengthof(tables) - (keep_queues ? 1 : 0); i++)
+	{
+		if (!OidIsValid(get_relname_relid(tables[i], nsp)))
+			continue;
+		if (SPI_execute_with_args(psprintf("DELETE FROM jobflow.%s x"
+										   " WHERE x.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)",
+										   tables[i]),
+								  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "deleting from jobflow.%s for dropped roles failed", tables[i]);
+	}
+}
+
 /*
  * After DROP ROLE (in this transaction): refuse if a dropped role owns
  * tasks that have not run or active timers here.  Checked after the drop,
@@ -589,26 +937,25 @@ check_dropped_roles(List *oids, List *names)
 							   get_database_name(MyDatabaseId)),
 					 errhint("Move them to another role with REASSIGN OWNED BY, or cancel them with DROP OWNED BY, before dropping the role.")));
 	}
+	/* what the role configured and kept secret goes with it */
+	delete_of_roles(oids, false);
 	as_owner_end(&s);
 }
 
-/* DROP OWNED BY: cancel the roles' pending tasks, delete their timers. */
+/*
+ * DROP OWNED BY: cancel the roles' pending tasks, delete their timers,
+ * configured queues, secrets and signing secrets.
+ */
 static void
 drop_owned(List *oids)
 {
 	AsOwner		s;
 	Oid			types[1] = {OIDARRAYOID};
 	Datum		values[1];
-	Datum	   *d;
-	ListCell   *lc;
-	int			n = 0;
 
 	if (oids == NIL || !as_owner_begin(&s, false))
 		return;
-	d = palloc(sizeof(Datum) * list_length(oids));
-	foreach(lc, oids)
-		d[n++] = ObjectIdGetDatum(lfirst_oid(lc));
-	values[0] = PointerGetDatum(construct_array(d, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
+	values[0] = oid_array(oids);
 	if (SPI_execute_with_args(
 			"DELETE FROM jobflow.cron_timers c"
 			" WHERE c.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)",
@@ -621,6 +968,54 @@ drop_owned(List *oids)
 			"   AND t.state OPERATOR(pg_catalog.=) 'pending'",
 			1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "DROP OWNED BY on jobflow's tables failed");
+	delete_of_roles(oids, false);
+	as_owner_end(&s);
+}
+
+/*
+ * REASSIGN OWNED BY, first part, with triggers on (the worker hears of
+ * the queues): the roles' configured queues move to the new role, but for
+ * the names it configured itself, whose configuration stays (and, of two
+ * old roles' queues of one name, the one of the lower oid moves).  Their
+ * secrets and signing secrets are deleted, not moved: a role gave them
+ * for its own callbacks, and the new role never gave those values.
+ */
+static void
+reassign_queues_and_secrets(List *oids, Oid newrole)
+{
+	AsOwner		s;
+	Oid			types[2] = {OIDARRAYOID, OIDOID};
+	Datum		values[2];
+	List	   *old = NIL;
+	ListCell   *lc;
+
+	/* REASSIGN OWNED BY r TO r moves nothing */
+	foreach(lc, oids)
+		if (lfirst_oid(lc) != newrole)
+			old = lappend_oid(old, lfirst_oid(lc));
+	if (old == NIL || !as_owner_begin(&s, false))
+		return;
+	delete_of_roles(old, true);
+	if (OidIsValid(get_relname_relid("queues", get_namespace_oid("jobflow", false))))
+	{
+		values[0] = oid_array(old);
+		values[1] = ObjectIdGetDatum(newrole);
+		if (SPI_execute_with_args(
+				"DELETE FROM jobflow.queues x"
+				" WHERE x.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)"
+				"   AND EXISTS (SELECT 1 FROM jobflow.queues y"
+				"                WHERE y.name OPERATOR(pg_catalog.=) x.name"
+				"                  AND (y.owner::pg_catalog.oid OPERATOR(pg_catalog.=) $2"
+				"                       OR (y.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)"
+				"                           AND y.owner::pg_catalog.oid OPERATOR(pg_catalog.<) x.owner::pg_catalog.oid)))",
+				2, types, values, NULL, false, 0) != SPI_OK_DELETE ||
+			SPI_execute_with_args(
+				"UPDATE jobflow.queues x SET owner = $2::pg_catalog.regrole,"
+				"       updated_at = pg_catalog.now()"
+				" WHERE x.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)",
+				2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "REASSIGN OWNED BY on jobflow.queues failed");
+	}
 	as_owner_end(&s);
 }
 
@@ -635,9 +1030,7 @@ reassign_owned(List *oids, Oid newrole)
 	AsOwner		s;
 	Oid			types[2] = {OIDARRAYOID, OIDOID};
 	Datum		values[2];
-	Datum	   *d;
-	ListCell   *lc;
-	int			n = 0;
+	int			n;
 	/*
 	 * Timers first: their UPDATE waits for a cron pass that holds them
 	 * (it locks the timers it materialises), and each later statement
@@ -653,12 +1046,10 @@ reassign_owned(List *oids, Oid newrole)
 		" WHERE x.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)"
 	};
 
+	reassign_queues_and_secrets(oids, newrole);
 	if (oids == NIL || !as_owner_begin(&s, true))
 		return;
-	d = palloc(sizeof(Datum) * list_length(oids));
-	foreach(lc, oids)
-		d[n++] = ObjectIdGetDatum(lfirst_oid(lc));
-	values[0] = PointerGetDatum(construct_array(d, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
+	values[0] = oid_array(oids);
 	values[1] = ObjectIdGetDatum(newrole);
 	for (n = 0; n < lengthof(sql); n++)
 	{
@@ -735,6 +1126,13 @@ jf_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	{
 		case T_DropRoleStmt:
 			check_dropped_roles(oids, names);
+			/* the workers of every database look for them at commit */
+			remember_dropped(oids);
+			break;
+		case T_DiscardStmt:
+			/* a pooler hands the connection to someone else: no restore */
+			if (((DiscardStmt *) parsetree)->target == DISCARD_ALL && mark != MARK_NONE)
+				release_restorer();
 			break;
 		case T_DropOwnedStmt:
 			drop_owned(oids);

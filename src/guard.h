@@ -26,8 +26,12 @@ extern bool jf_guard_restore_in_progress(void);
 extern bool jf_guard_may_materialise(bool *sequences_behind);
 extern bool jf_guard_sequences_behind(void);
 
-/* worker: tasks and timers of dropped roles */
-extern bool jf_guard_roles_changed(void);
+/* any backend: whether this session restores jobflow's tables */
+extern bool jf_guard_restoring(void);
+
+/* worker: what dropped roles left, looked for at most once an interval */
+extern bool jf_guard_roles_due(int64 now_ms);
+extern int64 jf_guard_roles_deadline(void);
 extern void jf_guard_sweep_roles(void);
 
 #endif							/* JOBFLOW_GUARD_H */

@@ -67,6 +67,8 @@ bool		jobflow_follow_cross_origin_redirects = false;
 int			jobflow_retention_s = 7 * 86400;
 int			jobflow_prune_batch_size = 100;
 bool		jobflow_dispatch = true;
+int			jobflow_max_queues_per_role = 1000;
+int			jobflow_max_timers_per_role = 1000;
 
 /*
  * Settings bound by a rule on another setting.  The GUC machinery writes
@@ -301,6 +303,24 @@ check_rate_per_host(double *newval, void **extra, GucSource source)
 	return true;
 }
 
+/*
+ * A per-role limit (jobflow.max_queues_per_role, _timers_per_role) holds
+ * for the whole database, whoever checks it: a value set for one session,
+ * one role or one database would let some sessions of a role create what
+ * the others then count against it.  Only the server's configuration
+ * (postgresql.conf, ALTER SYSTEM, the command line) sets it.
+ */
+static bool
+check_per_role_limit(int *newval, void **extra, GucSource source)
+{
+	if (source >= PGC_S_GLOBAL)
+	{
+		GUC_check_errdetail("It is a limit for the whole server: set it in postgresql.conf or with ALTER SYSTEM, not per database, role or session.");
+		return false;
+	}
+	return true;
+}
+
 /* All settings in one place, so README and code cannot drift apart. */
 static void
 jobflow_define_gucs(void)
@@ -427,6 +447,17 @@ jobflow_define_gucs(void)
 							 "and a task with a body is never redirected to another origin.",
 							 &jobflow_follow_cross_origin_redirects, false,
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("jobflow.max_queues_per_role",
+							"Most configured queues (rows of jobflow.queues) one role may have; 0 means no limit.",
+							"Checked when pause_queue() or set_queue() would make a new row; a restore brings back what it dumped.",
+							&jobflow_max_queues_per_role, 1000, 0, INT_MAX,
+							PGC_SUSET, 0, check_per_role_limit, NULL, NULL);
+	DefineCustomIntVariable("jobflow.max_timers_per_role",
+							"Most cron timers one role may have; 0 means no limit.",
+							"Checked when a timer is created; a restore brings back what it dumped.",
+							&jobflow_max_timers_per_role, 1000, 0, INT_MAX,
+							PGC_SUSET, 0, check_per_role_limit, NULL, NULL);
 
 	DefineCustomBoolVariable("jobflow.dispatch",
 							 "Whether the worker sends callbacks.",

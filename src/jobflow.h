@@ -53,6 +53,8 @@ extern char *jobflow_allow_networks;
 extern bool jobflow_follow_cross_origin_redirects;
 extern int	jobflow_retention_s;
 extern int	jobflow_prune_batch_size;
+extern int	jobflow_max_queues_per_role;	/* 0: no limit */
+extern int	jobflow_max_timers_per_role;	/* 0: no limit */
 
 /*
  * jobflow_max_per_host, jobflow_log_flush_ms, jobflow_retry_base_ms and
@@ -78,6 +80,30 @@ typedef struct JfWakeRange
 	int64		lo;
 	int64		hi;
 } JfWakeRange;
+
+/*
+ * Cron timers and queues whose rows a committed transaction changed, for
+ * the worker to read again by key (changes.c): as many as fit, else the
+ * worker reads them all.  Each names its database, so that what a slot
+ * kept for the database it served before is never taken for this one's.
+ */
+#define JF_WAKE_TIMERS 256
+#define JF_WAKE_QUEUES 128
+/* a queue name: 63 bytes at most (task_check.c), and a NUL */
+#define JF_QUEUE_NAME_SIZE 64
+
+typedef struct JfTimerWake
+{
+	Oid			dboid;
+	int64		id;
+} JfTimerWake;
+
+typedef struct JfQueueKey
+{
+	Oid			dboid;
+	Oid			owner;
+	char		name[JF_QUEUE_NAME_SIZE];
+} JfQueueKey;
 
 /*
  * What a prepared transaction would have woken the worker for, kept from
@@ -148,8 +174,13 @@ typedef struct JobflowShared
 	slock_t		wake_mutex;
 	int			nwake;
 	bool		wake_overflowed;	/* ranges were lost: rescan */
-	bool		wake_cron;		/* a cron timer changed */
+	bool		wake_cron;		/* cron timers changed: look at all of them */
 	JfWakeRange wake[JF_WAKE_RING];
+	/* the timers and queues committed transactions changed (changes.c) */
+	int			ntimer_wakes;
+	JfTimerWake timer_wakes[JF_WAKE_TIMERS];
+	int			nqueue_wakes;
+	JfQueueKey	queue_wakes[JF_WAKE_QUEUES];
 	/* prepared transactions' wake-ups, under wake_mutex (prepared.c) */
 	JfPreparedWake prepared[JF_PREPARED_MAX];
 } JobflowShared;
@@ -213,6 +244,13 @@ extern void jobflow_publish_wake(const int64 *lo, const int64 *hi, int n,
 								 bool cron, bool queues);
 
 /*
+ * changes.c: the timers and queues a committed transaction changed, by
+ * key; NULL keys (or more than fit) make the worker read all of them.
+ */
+extern void jf_publish_changes(const int64 *timer_ids, int ntimers, bool all_timers,
+							   const JfQueueKey *queues, int nqueues, bool all_queues);
+
+/*
  * cron_sql.c: occurrences due before this are "missed" and follow their
  * timer's policy (0: before now minus a grace).  The worker sets it to the
  * server's start, so that occurrences a worker restarted by errors did not
@@ -220,6 +258,9 @@ extern void jobflow_publish_wake(const int64 *lo, const int64 *hi, int n,
  * switch was off.
  */
 extern TimestampTz jobflow_cron_missed_before;
+
+/* cron_sql.c: the worker's next materialisations look at these timers only */
+extern void jf_cron_only(const int64 *ids, int n);
 
 /* true in the jobflow worker process only (worker.c) */
 extern bool jobflow_am_worker;

@@ -446,6 +446,8 @@ jobflow_probe_main(Datum main_arg)
 	if (held)
 		proc_exit(0);
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	/* a transaction_timeout set on the database must not end the probe */
+	jf_pin_session_settings();
 	pgstat_report_appname("jobflow probe");
 	StartTransactionCommand();
 	exists = OidIsValid(get_extension_oid("jobflow", true));

@@ -7,7 +7,12 @@
  * The transaction that writes a batch also notifies the tasks of the
  * batch that asked for it (notify => true) and have finished, on their
  * owner's channel (outcome_channel.c): one notification per owner and
- * batch (per 200 such tasks), delivered at its commit.
+ * batch (per 200 such tasks), delivered at its commit.  Never at the cost
+ * of the outcomes: a commit with a notification fails when the server's
+ * notification queue is full (any role may LISTEN, never read, and flood),
+ * so a batch sends none while the queue is more than half full, nor right
+ * after a commit that failed for a full queue; those skipped are counted
+ * and logged.
  *
  * A batch is written when jobflow.log_batch_size rows are buffered or the
  * oldest has waited jobflow.log_flush_ms.  Each statement reads its rows
@@ -46,8 +51,12 @@ static const char *const outcome_names[] = {
 	"succeeded", "retry", "failed", "interrupted", "unsent"
 };
 
-/* finished tasks announced per NOTIFY jobflow_outcome */
+/* finished tasks announced per notification */
 #define OUTCOMES_PER_NOTIFY 200
+/* no notification while the server's notification queue is fuller */
+#define NOTIFY_QUEUE_MAX_USAGE 0.5
+/* notifications skipped are logged at most this often */
+#define NOTIFY_SKIP_LOG_MS 60000
 
 /* the ids a flush held back, as its statements report them */
 typedef struct HeldIds
@@ -76,6 +85,12 @@ struct JfLogWriter
 	int64	   *orphans;
 	int			norphans;
 	int			maxorphans;
+	/* outcome notifications: whether this flush sends them, and skips */
+	bool		announce;
+	bool		queue_was_full; /* the last commit failed for a full queue */
+	uint64		skipping;		/* notifications this flush skips */
+	uint64		skipped;		/* notifications skipped, not logged yet */
+	int64		skip_logged_ms;
 };
 
 JfLogWriter *
@@ -209,9 +224,9 @@ make_array(Datum *elems, bool *nulls, int n, Oid type)
 static void
 prepare_plans(JfLogWriter *lw)
 {
-	Oid			types[13] = {INT8ARRAYOID, INT4ARRAYOID, OIDARRAYOID, TIMESTAMPTZARRAYOID,
+	Oid			types[14] = {INT8ARRAYOID, INT4ARRAYOID, OIDARRAYOID, TIMESTAMPTZARRAYOID,
 		TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID, INT4ARRAYOID, TEXTARRAYOID,
-		TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, INT4ARRAYOID};
+		TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, INT4ARRAYOID, BOOLOID};
 
 	/*
 	 * held: the batch's tasks another transaction holds locked (deleted
@@ -219,7 +234,8 @@ prepare_plans(JfLogWriter *lw)
 	 * locked here, before anything is written.  Tasks that asked for it
 	 * are announced on their owner's channel, at most OUTCOMES_PER_NOTIFY per
 	 * notification (each "<id>:<state>" takes at most 30 bytes, far below
-	 * the 8000-byte limit of a payload).  Returns the held ids.
+	 * the 8000-byte limit of a payload), unless $14 is false.  Returns the
+	 * held ids, and how many tasks were (or would have been) announced.
 	 */
 	lw->write_plan = SPI_prepare(
 		"WITH held AS MATERIALIZED ("
@@ -260,10 +276,12 @@ prepare_plans(JfLogWriter *lw)
 		"    FROM (SELECT w.id, w.state, w.owner,"
 		"                 (pg_catalog.row_number() OVER (PARTITION BY w.owner ORDER BY w.id) - 1) / "
 		CppAsString2(OUTCOMES_PER_NOTIFY) " AS chunk"
-		"            FROM w WHERE w.notify AND w.state IN ('succeeded', 'failed')) f"
+		"            FROM w WHERE $14 AND w.notify AND w.state IN ('succeeded', 'failed')) f"
 		"   GROUP BY f.owner, f.chunk)"
 		" SELECT (SELECT pg_catalog.count(*) FROM l), (SELECT pg_catalog.count(*) FROM n),"
-		"        ARRAY(SELECT held.id FROM held)", 13, types);
+		"        ARRAY(SELECT held.id FROM held),"
+		"        (SELECT pg_catalog.count(*) FROM w"
+		"          WHERE w.notify AND w.state IN ('succeeded', 'failed'))", 14, types);
 	if (lw->write_plan == NULL)
 		elog(ERROR, "could not prepare the outcome write: %s", SPI_result_code_string(SPI_result));
 	SPI_keepplan(lw->write_plan);
@@ -293,7 +311,7 @@ write_rows(JfLogWriter *lw, int from, int n, HeldIds *held)
 	static const Oid elemtypes[13] = {INT8OID, INT4OID, OIDOID, TIMESTAMPTZOID,
 		TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TEXTOID, TEXTOID, TEXTOID,
 		TIMESTAMPTZOID, INT4OID};
-	Datum		v[13];
+	Datum		v[14];
 	Datum	   *e[13];
 	bool	   *nl[13];
 	Datum	   *ids;
@@ -330,6 +348,7 @@ write_rows(JfLogWriter *lw, int from, int n, HeldIds *held)
 	}
 	for (c = 0; c < 13; c++)
 		v[c] = PointerGetDatum(make_array(e[c], nl[c], n, elemtypes[c]));
+	v[13] = BoolGetDatum(lw->announce);
 
 	ret = SPI_execute_plan(lw->write_plan, v, NULL, false, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
@@ -338,6 +357,14 @@ write_rows(JfLogWriter *lw, int from, int n, HeldIds *held)
 	deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[0],
 													   SPI_tuptable->tupdesc, 3, &isnull)),
 					  INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &ids, NULL, &nids);
+	if (!lw->announce)
+	{
+		int64		tasks = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+														SPI_tuptable->tupdesc, 4, &isnull));
+
+		/* as many notifications as would have gone */
+		lw->skipping += (tasks + OUTCOMES_PER_NOTIFY - 1) / OUTCOMES_PER_NOTIFY;
+	}
 	for (i = 0; i < nids; i++)
 	{
 		if (held->n == held->max)
@@ -360,6 +387,7 @@ try_write_rows(JfLogWriter *lw, int from, int n, HeldIds *held)
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
 	volatile bool ok = true;
+	uint64		skipping = lw->skipping;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
@@ -376,6 +404,8 @@ try_write_rows(JfLogWriter *lw, int from, int n, HeldIds *held)
 		edata = CopyErrorData();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
+		/* what the rolled back statement skipped, it did not */
+		lw->skipping = skipping;
 		ereport(WARNING,
 				(errmsg("jobflow could not write %d outcome row(s) starting with task %lld: %s",
 						n, (long long) lw->rows[from].id, edata->message)));
@@ -448,6 +478,69 @@ copy_held(JfLogWriter *lw, HeldIds *held, MemoryContext *cxt, int *n)
 }
 
 /*
+ * Whether this flush may send outcome notifications: not right after a
+ * commit that failed for a full notification queue, nor while the queue is
+ * more than half full (others fill what is left at their own pace; the
+ * worker's commit must not be the one that meets it full).
+ */
+static bool
+notify_queue_has_room(JfLogWriter *lw)
+{
+	LOCAL_FCINFO(fcinfo, 0);
+
+	if (lw->queue_was_full)
+	{
+		lw->queue_was_full = false;
+		return false;
+	}
+	InitFunctionCallInfoData(*fcinfo, NULL, 0, InvalidOid, NULL, NULL);
+	return DatumGetFloat8(pg_notification_queue_usage(fcinfo)) <= NOTIFY_QUEUE_MAX_USAGE;
+}
+
+/*
+ * Commit the flush; a commit that fails because its notifications found
+ * the queue full has the next try go without them.
+ */
+static void
+commit_flush(JfLogWriter *lw)
+{
+	PG_TRY();
+	{
+		jf_xact_commit();
+	}
+	PG_CATCH();
+	{
+		if (lw->announce && geterrcode() == ERRCODE_PROGRAM_LIMIT_EXCEEDED)
+			lw->queue_was_full = true;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
+/* Count and log (once a minute at most) the notifications skipped. */
+static void
+report_skipped(JfLogWriter *lw)
+{
+	int64		now = jf_now_ms();
+
+	if (lw->skipping > 0)
+	{
+		jf_metrics_count(JF_COUNT_NOTIFY_SKIPPED, lw->skipping);
+		lw->skipped += lw->skipping;
+		lw->skipping = 0;
+	}
+	if (lw->skipped == 0 || now < lw->skip_logged_ms + NOTIFY_SKIP_LOG_MS)
+		return;
+	ereport(WARNING,
+			(errmsg("jobflow skipped %llu outcome notification(s): the server's notification queue is more than half full",
+					(unsigned long long) lw->skipped),
+			 errdetail("The outcomes are written; listeners learn of them from jobflow.tasks."),
+			 errhint("A session that LISTENs and never reads holds the queue back: see pg_notification_queue_usage() and pg_stat_activity.")));
+	lw->skip_logged_ms = now;
+	lw->skipped = 0;
+}
+
+/*
  * Write every buffered outcome in one transaction, but for those of tasks
  * another transaction holds locked (see the file header).
  */
@@ -471,6 +564,8 @@ jf_log_writer_flush(JfLogWriter *lw)
 	jf_xact_by_id_only();
 	if (lw->write_plan == NULL)
 		prepare_plans(lw);
+	lw->announce = notify_queue_has_room(lw);
+	lw->skipping = 0;
 	/* outlives the transaction; goes with the buffer below */
 	failed = MemoryContextAlloc(lw->buffer_cxt, sizeof(int64) * lw->nrows);
 	if (!try_write_rows(lw, 0, lw->nrows, &held))
@@ -496,7 +591,7 @@ jf_log_writer_flush(JfLogWriter *lw)
 		written -= nkept;
 	}
 	jf_fault("flush");
-	jf_xact_commit();
+	commit_flush(lw);
 	jf_metrics_observe(JF_HIST_FLUSH, GetCurrentTimestamp() - flush_start);
 
 	/*
@@ -513,6 +608,7 @@ jf_log_writer_flush(JfLogWriter *lw)
 	for (i = 0; i < nfailed; i++)
 		add_orphan(lw, failed[i]);
 
+	report_skipped(lw);
 	pg_atomic_fetch_add_u64(&jobflow_figures->flushes, 1);
 	pg_atomic_fetch_add_u64(&jobflow_figures->flushed_rows, written);
 	pg_atomic_write_u64(&jobflow_figures->last_flush_ms, (uint64) jf_now_ms());

@@ -517,6 +517,21 @@ emit_all(Emitter *em)
 	counter(em, "jobflow_cron_materialised_total",
 			pg_atomic_read_u64(&m->counters[JF_COUNT_CRON]),
 			"Cron occurrences turned into tasks.");
+	counter(em, "jobflow_queue_reads_total",
+			pg_atomic_read_u64(&m->counters[JF_COUNT_QUEUE_READS]),
+			"Reads of jobflow.queues after commits that changed it, whole or by the queues changed.");
+	counter(em, "jobflow_queue_rows_read_total",
+			pg_atomic_read_u64(&m->counters[JF_COUNT_QUEUE_ROWS]),
+			"Rows of jobflow.queues those reads returned.");
+	counter(em, "jobflow_role_checks_total",
+			pg_atomic_read_u64(&m->counters[JF_COUNT_ROLE_CHECKS]),
+			"Looks at the cluster's roles after they changed, at most one per jobflow.reconcile_interval.");
+	counter(em, "jobflow_role_sweeps_total",
+			pg_atomic_read_u64(&m->counters[JF_COUNT_ROLE_SWEEPS]),
+			"Sweeps of jobflow's tables for what roles that no longer exist left.");
+	counter(em, "jobflow_outcome_notifications_skipped_total",
+			pg_atomic_read_u64(&m->counters[JF_COUNT_NOTIFY_SKIPPED]),
+			"NOTIFY jobflow_outcome not sent because the server's notification queue was more than half full.");
 	counter(em, "jobflow_pruned_tasks_total", pg_atomic_read_u64(&s->pruned_tasks),
 			"Finished tasks removed by the worker under jobflow.retention.");
 	counter(em, "jobflow_pruned_log_rows_total", pg_atomic_read_u64(&s->pruned_log_rows),

@@ -30,6 +30,11 @@ typedef enum JfCounterId
 {
 	JF_COUNT_RESCANS,			/* housekeeping rescans of the table */
 	JF_COUNT_CRON,				/* cron occurrences materialised as tasks */
+	JF_COUNT_QUEUE_READS,		/* reads of jobflow.queues, whole or by key */
+	JF_COUNT_QUEUE_ROWS,		/* rows of jobflow.queues they read */
+	JF_COUNT_ROLE_CHECKS,		/* looks at pg_authid after it changed */
+	JF_COUNT_ROLE_SWEEPS,		/* sweeps for roles that no longer exist */
+	JF_COUNT_NOTIFY_SKIPPED,	/* jobflow_outcome notifications not sent */
 	JF_NCOUNT
 } JfCounterId;
 

@@ -36,8 +36,13 @@
 
 StaticAssertDecl(JF_GID_SIZE == GIDSIZE, "JF_GID_SIZE must be GIDSIZE");
 
-/* the GID of the PREPARE TRANSACTION this backend is running */
+/*
+ * The GID of the PREPARE TRANSACTION this backend runs (or ran last), and
+ * whether an entry was kept for it (the callbacks of several modules keep
+ * one entry together).
+ */
 static char preparing_gid[JF_GID_SIZE] = "";
+static bool kept_this_prepare = false;
 
 /* The GID of a transaction statement of the given kind, else NULL. */
 static const char *
@@ -61,22 +66,27 @@ jf_prepared_utility_before(Node *parsetree)
 	const char *gid = gid_of(parsetree, TRANS_STMT_PREPARE);
 
 	if (gid != NULL)
+	{
 		strlcpy(preparing_gid, gid, sizeof(preparing_gid));
+		kept_this_prepare = false;
+	}
 }
 
+/*
+ * Called by each module that has something to keep (task_check.c for
+ * tasks, changes.c for timers and queues), in the prepare callbacks of one
+ * PREPARE TRANSACTION: the second call adds to the entry the first made.
+ */
 void
 jf_prepared_keep(int64 lo, int64 hi, bool cron, bool queues)
 {
 	JobflowShared *s = jf_db_slot(MyDatabaseId);
-	JfPreparedWake *free_entry = NULL;
+	JfPreparedWake *entry = NULL;
 	int			i;
 
+	/* no worker: the one to come scans the table */
 	if (s == NULL || preparing_gid[0] == '\0')
-	{
-		/* no worker: the one to come scans the table */
-		preparing_gid[0] = '\0';
 		return;
-	}
 	SpinLockAcquire(&s->wake_mutex);
 	for (i = 0; i < JF_PREPARED_MAX; i++)
 	{
@@ -85,21 +95,38 @@ jf_prepared_keep(int64 lo, int64 hi, bool cron, bool queues)
 		/* left by a database the slot served before */
 		if (w->dboid != MyDatabaseId)
 			w->dboid = InvalidOid;
-		if (w->dboid == InvalidOid && free_entry == NULL)
-			free_entry = w;
+		if (kept_this_prepare && w->dboid == MyDatabaseId &&
+			strcmp(w->gid, preparing_gid) == 0)
+		{
+			entry = w;
+			break;
+		}
 	}
-	/* none free: the rescans find its tasks (see the file header) */
-	if (free_entry != NULL)
+	if (entry != NULL)
 	{
-		free_entry->dboid = MyDatabaseId;
-		strlcpy(free_entry->gid, preparing_gid, sizeof(free_entry->gid));
-		free_entry->lo = lo;
-		free_entry->hi = hi;
-		free_entry->cron = cron;
-		free_entry->queues = queues;
+		entry->lo = Min(entry->lo, lo);
+		entry->hi = Max(entry->hi, hi);
+		entry->cron |= cron;
+		entry->queues |= queues;
+	}
+	else
+	{
+		for (i = 0; i < JF_PREPARED_MAX && entry == NULL; i++)
+			if (s->prepared[i].dboid == InvalidOid)
+				entry = &s->prepared[i];
+		/* none free: the rescans find its tasks (see the file header) */
+		if (entry != NULL)
+		{
+			entry->dboid = MyDatabaseId;
+			strlcpy(entry->gid, preparing_gid, sizeof(entry->gid));
+			entry->lo = lo;
+			entry->hi = hi;
+			entry->cron = cron;
+			entry->queues = queues;
+			kept_this_prepare = true;
+		}
 	}
 	SpinLockRelease(&s->wake_mutex);
-	preparing_gid[0] = '\0';
 }
 
 /*

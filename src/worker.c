@@ -381,7 +381,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 
 		jf_dispatch_collect(ws);
 		/* the first of the database's workers sweeps for all of them */
-		if (jf_guard_roles_changed() && jobflow_worker_part == 0)
+		if (jobflow_worker_part == 0 && jf_guard_roles_due(jf_now_ms()))
 			jf_guard_sweep_roles();
 		if (jf_queues_refresh(ws, false))
 			jf_prune_reset_mark(ws->prune);
@@ -415,6 +415,8 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		deadline = Min(deadline, jf_prune_deadline(ws));
 		deadline = Min(deadline, jf_metrics_hosts_deadline(ws->fair));
 		deadline = Min(deadline, ws->strays_look_ms);
+		if (jobflow_worker_part == 0)
+			deadline = Min(deadline, jf_guard_roles_deadline());
 		if (ws->rescan_soon)
 			deadline = Min(deadline, ws->last_housekeeping_ms + RESCAN_SOON_MS);
 		if (more_due || (!paused && jf_dispatch_room_freed(ws)))
@@ -548,6 +550,27 @@ jobflow_worker_main(Datum main_arg)
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pqsignal(SIGTERM, handle_sigterm);
 	jobflow_am_worker = true;
+
+	/*
+	 * What ALTER DATABASE or ALTER ROLE ... SET gave this session (a
+	 * database's owner may set them) must not stop the worker: a default
+	 * of read-only transactions, serializable ones, or a timeout of any
+	 * kind would fail or end its transactions.  Its own values, before its
+	 * first transaction.
+	 */
+	jf_pin_session_settings();
+	/* timeouts set per database or role would make the worker exit */
+	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * Tenants cannot lock jobflow's tables against the worker (no grant
+	 * allows it, and claims skip locked rows), but an admin's DDL queued
+	 * behind a long transaction could still hold it up: waiting is bounded,
+	 * and the turn is tried again, while requests in flight go on.
+	 */
+	SetConfigOption("lock_timeout", LOCK_TIMEOUT, PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+
 	StartTransactionCommand();
 	strlcpy(worker_dbname, get_database_name(dboid), sizeof(worker_dbname));
 	CommitTransactionCommand();
@@ -559,8 +582,6 @@ jobflow_worker_main(Datum main_arg)
 	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	/* a role's objects in public must never resolve in the superuser worker */
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
-	/* timeouts set per database or role would make the worker exit */
-	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 
 	/*
 	 * The worker's statements are small and run thousands of times a
@@ -568,16 +589,6 @@ jobflow_worker_main(Datum main_arg)
 	 * estimate crossed jit_above_cost once took 700 ms instead of 3 ms).
 	 */
 	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
-
-
-	/*
-	 * Tenants cannot lock jobflow's tables against the worker (no grant
-	 * allows it, and claims skip locked rows), but an admin's DDL queued
-	 * behind a long transaction could still hold it up: waiting is bounded,
-	 * and the turn is tried again, while requests in flight go on.
-	 */
-	SetConfigOption("lock_timeout", LOCK_TIMEOUT, PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 
 	pg_atomic_write_u64(&jobflow_shared->started_ms, (uint64) jf_now_ms());
 	jobflow_report_setting_rules();
