@@ -44,6 +44,7 @@
  *-------------------------------------------------------------------------
  */
 #include "guard.h"
+#include "tenant_api.h"
 #include "prepared.h"
 
 #include "launcher.h"
@@ -1021,8 +1022,10 @@ reassign_queues_and_secrets(List *oids, Oid newrole)
 
 /*
  * REASSIGN OWNED BY: tasks (finished ones too), their log rows and timers
- * move to the new role, as its other objects do.  Triggers are off: the
- * owner of a finished task changes, nothing else.
+ * move to the new role, as its other objects do, unless the new role is
+ * one every tenant holds (a tenant may REASSIGN OWNED BY itself TO
+ * jobflow_user).  Triggers are off: the owner of a finished task changes,
+ * nothing else.
  */
 static void
 reassign_owned(List *oids, Oid newrole)
@@ -1046,6 +1049,9 @@ reassign_owned(List *oids, Oid newrole)
 		" WHERE x.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY ($1)"
 	};
 
+	/* a role every tenant holds takes nothing (issue 20, item 4) */
+	if (oids != NIL && OidIsValid(get_extension_oid("jobflow", true)))
+		jf_check_owner_role(newrole);
 	reassign_queues_and_secrets(oids, newrole);
 	if (oids == NIL || !as_owner_begin(&s, true))
 		return;

@@ -531,7 +531,7 @@ emit_all(Emitter *em)
 			"Sweeps of jobflow's tables for what roles that no longer exist left.");
 	counter(em, "jobflow_outcome_notifications_skipped_total",
 			pg_atomic_read_u64(&m->counters[JF_COUNT_NOTIFY_SKIPPED]),
-			"NOTIFY jobflow_outcome not sent because the server's notification queue was more than half full.");
+			"Outcome notifications not sent because the server's notification queue was more than half full.");
 	counter(em, "jobflow_pruned_tasks_total", pg_atomic_read_u64(&s->pruned_tasks),
 			"Finished tasks removed by the worker under jobflow.retention.");
 	counter(em, "jobflow_pruned_log_rows_total", pg_atomic_read_u64(&s->pruned_log_rows),
