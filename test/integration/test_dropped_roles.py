@@ -60,7 +60,7 @@ def as_role(db, name, sql, args=None):
 
 def give_everything(db, name):
     """A secret, a signing secret and two configured queues; the role's oid."""
-    as_role(db, name, "SELECT jobflow.set_secret('token', 'value-of-' || current_user)")
+    as_role(db, name, "SELECT jobflow.set_secret('token', 'value-of-' || current_user, ARRAY['http://127.0.0.1:9'])")
     as_role(db, name, "SELECT jobflow.create_signing_secret()")
     as_role(db, name, "SELECT jobflow.pause_queue('mail')")
     as_role(db, name, "SELECT jobflow.set_queue('both', priority => 1)")
