@@ -36,6 +36,7 @@
 #include "utils/syscache.h"
 
 #include "as_owner.h"
+#include "tenant_api.h"
 
 #define CHANNEL_PREFIX "jobflow_outcome_"
 #define CHANNEL_HEX 32
@@ -82,32 +83,6 @@ channel_of(Oid role)
 }
 
 /*
- * The role whose outcomes the caller asks for (argument 0, the caller when
- * NULL): itself, a role whose privileges it has, or any role for members
- * of jobflow_admin.
- */
-static Oid
-heard_role(FunctionCallInfo fcinfo)
-{
-	Oid			me = GetUserId();
-	Oid			role = PG_ARGISNULL(0) ? me : PG_GETARG_OID(0);
-	Oid			admin = get_role_oid("jobflow_admin", true);
-
-	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("role with OID %u does not exist", role)));
-	if (!has_privs_of_role(me, role) &&
-		!(OidIsValid(admin) && has_privs_of_role(me, admin)))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to hear the outcomes of role \"%s\"",
-						GetUserNameFromId(role, false)),
-				 errdetail("Only the role itself, roles that have its privileges and members of jobflow_admin may.")));
-	return role;
-}
-
-/*
  * jobflow.outcome_channel(for_role regrole DEFAULT NULL) RETURNS text: the
  * name of the channel of the outcomes of the caller's tasks (notify =>
  * true), or of for_role's.
@@ -116,7 +91,7 @@ PG_FUNCTION_INFO_V1(jobflow_outcome_channel);
 Datum
 jobflow_outcome_channel(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_TEXT_P(channel_of(heard_role(fcinfo)));
+	PG_RETURN_TEXT_P(channel_of(jf_managed_role(fcinfo, 0, "hear the outcomes of")));
 }
 
 /*
@@ -128,7 +103,7 @@ PG_FUNCTION_INFO_V1(jobflow_listen_outcomes);
 Datum
 jobflow_listen_outcomes(PG_FUNCTION_ARGS)
 {
-	text	   *channel = channel_of(heard_role(fcinfo));
+	text	   *channel = channel_of(jf_managed_role(fcinfo, 0, "hear the outcomes of"));
 
 	/* what LISTEN refuses, refused alike */
 	if (RecoveryInProgress())

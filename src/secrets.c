@@ -206,7 +206,7 @@ PG_FUNCTION_INFO_V1(jobflow_set_secret_origins);
 Datum
 jobflow_set_secret_origins(PG_FUNCTION_ARGS)
 {
-	Oid			role = jf_managed_role(fcinfo, 3);
+	Oid			role = jf_managed_role(fcinfo, 3, "manage the secrets of");
 
 	if (PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -227,7 +227,7 @@ PG_FUNCTION_INFO_V1(jobflow_set_secret);
 Datum
 jobflow_set_secret(PG_FUNCTION_ARGS)
 {
-	store_secret(jf_managed_role(fcinfo, 2), fcinfo, NULL);
+	store_secret(jf_managed_role(fcinfo, 2, "manage the secrets of"), fcinfo, NULL);
 	PG_RETURN_VOID();
 }
 
@@ -259,7 +259,7 @@ PG_FUNCTION_INFO_V1(jobflow_drop_secret);
 Datum
 jobflow_drop_secret(PG_FUNCTION_ARGS)
 {
-	Oid			role = jf_managed_role(fcinfo, 1);
+	Oid			role = jf_managed_role(fcinfo, 1, "manage the secrets of");
 	char	   *name;
 	Oid			types[2] = {OIDOID, TEXTOID};
 	Datum		values[2];

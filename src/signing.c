@@ -192,7 +192,7 @@ PG_FUNCTION_INFO_V1(jobflow_create_signing_secret);
 Datum
 jobflow_create_signing_secret(PG_FUNCTION_ARGS)
 {
-	Oid			role = jf_managed_role(fcinfo, 0);
+	Oid			role = jf_managed_role(fcinfo, 0, "manage the secrets of");
 	Interval   *grace;
 	uint8		raw[SECRET_BYTES];
 	bytea	   *key;
@@ -271,7 +271,7 @@ PG_FUNCTION_INFO_V1(jobflow_revoke_signing_secret);
 Datum
 jobflow_revoke_signing_secret(PG_FUNCTION_ARGS)
 {
-	Oid			role = jf_managed_role(fcinfo, 0);
+	Oid			role = jf_managed_role(fcinfo, 0, "manage the secrets of");
 	bool		only_previous = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
 	Oid			types[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(role)};

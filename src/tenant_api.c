@@ -117,11 +117,13 @@ jf_check_owner_role(Oid role)
 }
 
 /*
- * The role whose secrets the caller manages: itself by default; another
- * role only when it has that role's privileges, or jobflow_admin's.
+ * The role on whose behalf the caller acts (argument argno, the caller when
+ * NULL): itself, a role whose privileges it has, or any role for members of
+ * jobflow_admin; what is said when it may not, "permission denied to
+ * <action> role ...".
  */
 Oid
-jf_managed_role(FunctionCallInfo fcinfo, int argno)
+jf_managed_role(FunctionCallInfo fcinfo, int argno, const char *action)
 {
 	Oid			me = GetUserId();
 	Oid			role = PG_ARGISNULL(argno) ? me : PG_GETARG_OID(argno);
@@ -135,9 +137,9 @@ jf_managed_role(FunctionCallInfo fcinfo, int argno)
 		!(OidIsValid(admin) && has_privs_of_role(me, admin)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to manage the secrets of role \"%s\"",
+				 errmsg("permission denied to %s role \"%s\"", action,
 						GetUserNameFromId(role, false)),
-				 errdetail("Only the role itself and members of jobflow_admin may.")));
+				 errdetail("Only the role itself, roles that have its privileges and members of jobflow_admin may.")));
 	return role;
 }
 

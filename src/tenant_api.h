@@ -16,10 +16,11 @@
 extern void jf_check_owner_role(Oid role);
 
 /*
- * The role whose secrets the caller manages (argument argno, the caller
+ * The role on whose behalf the caller acts (argument argno, the caller
  * when NULL): itself, a role it has the privileges of, or any role for
- * members of jobflow_admin.
+ * members of jobflow_admin; else ERROR "permission denied to <action>
+ * role ...".
  */
-extern Oid	jf_managed_role(FunctionCallInfo fcinfo, int argno);
+extern Oid	jf_managed_role(FunctionCallInfo fcinfo, int argno, const char *action);
 
 #endif							/* JOBFLOW_TENANT_API_H */

@@ -34,6 +34,10 @@
 #   wait_final(conn, ids, timeout)   wait until tasks reach a final state
 #   task_row(conn, id), task_log(conn, id), worker_status(conn)
 #   epoch(conn, id)                  run_at of a task as Unix seconds
+#   as_role(conn, role, sql, args)   sql after SET ROLE role: the first
+#                                    column of its first row (or None)
+#   notifications(conn, seconds)     the notifications conn receives
+#                                    within seconds
 #
 # A test that restarts the server or kills one of its processes ends every
 # open connection: it must open new ones afterwards (connect()), and
@@ -47,6 +51,7 @@
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -339,6 +344,30 @@ def schedule(conn, url, **kw):
     with conn.cursor() as cur:
         cur.execute("SELECT jobflow.schedule(%s)" % ", ".join(parts), args)
         return cur.fetchone()[0]
+
+
+def as_role(conn, role, sql, args=None):
+    """sql run as role (SET ROLE, reset whatever happens): the first column
+    of its first row, or None when it returns no rows."""
+    with conn.cursor() as cur:
+        cur.execute("SET ROLE %s" % role)
+        try:
+            cur.execute(sql, args)
+            return cur.fetchone()[0] if cur.description else None
+        finally:
+            cur.execute("RESET ROLE")
+
+
+def notifications(conn, seconds):
+    """The notifications conn receives within seconds (psycopg2 Notify)."""
+    got = []
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if select.select([conn], [], [], 0.2) != ([], [], []):
+            conn.poll()
+            while conn.notifies:
+                got.append(conn.notifies.pop(0))
+    return got
 
 
 def task_row(conn, task_id):

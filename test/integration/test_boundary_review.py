@@ -23,25 +23,12 @@
 #
 # -------------------------------------------------------------------------
 
-import select
-import time
 import uuid
 
 import psycopg2
 import pytest
 
-from conftest import query
-
-
-def notifications(conn, seconds):
-    got = []
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if select.select([conn], [], [], 0.2) != ([], [], []):
-            conn.poll()
-            while conn.notifies:
-                got.append(conn.notifies.pop(0))
-    return got
+from conftest import notifications, query
 
 
 def shared_rows(conn):

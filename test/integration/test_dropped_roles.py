@@ -18,6 +18,8 @@ import uuid
 import psycopg2
 import pytest
 
+from conftest import as_role
+
 
 def call(conn, sql, args=None):
     with conn.cursor() as cur:
@@ -46,16 +48,6 @@ def role(db):
             if cur.fetchone():
                 cur.execute("DROP OWNED BY %s" % name)
                 cur.execute("DROP ROLE %s" % name)
-
-
-def as_role(db, name, sql, args=None):
-    with db.cursor() as cur:
-        cur.execute("SET ROLE %s" % name)
-        try:
-            cur.execute(sql, args)
-            return cur.fetchone()[0] if cur.description else None
-        finally:
-            cur.execute("RESET ROLE")
 
 
 def give_everything(db, name):

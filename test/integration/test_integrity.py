@@ -16,7 +16,7 @@ import uuid
 import psycopg2
 import pytest
 
-from conftest import query, schedule, wait_final
+from conftest import as_role, query, schedule, wait_final
 
 
 def scalar(db, sql, args=None):
@@ -185,16 +185,6 @@ def role(db):
             if cur.fetchone():
                 cur.execute("DROP OWNED BY %s" % name)
                 cur.execute("DROP ROLE %s" % name)
-
-
-def as_role(db, name, sql, args=None):
-    with db.cursor() as cur:
-        cur.execute("SET ROLE %s" % name)
-        try:
-            cur.execute(sql, args)
-            return cur.fetchone()[0]
-        finally:
-            cur.execute("RESET ROLE")
 
 
 def test_drop_role_refused_then_drop_owned(db, receiver, role):

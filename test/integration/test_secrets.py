@@ -16,7 +16,7 @@ import uuid
 import psycopg2
 import pytest
 
-from conftest import query, wait_final
+from conftest import query, wait_final, as_role
 
 
 @pytest.fixture
@@ -32,16 +32,6 @@ def tenants(db):
         cur.execute("UPDATE jobflow.tasks SET state = 'cancelled' WHERE state = 'pending'"
                     " AND owner::text = ANY(%s)", (names,))
         cur.execute("DELETE FROM jobflow.secrets WHERE owner::text = ANY(%s)", (names,))
-
-
-def as_role(conn, role, sql, args=None):
-    with conn.cursor() as cur:
-        cur.execute("SET ROLE %s" % role)
-        try:
-            cur.execute(sql, args)
-            return cur.fetchone()[0] if cur.description else None
-        finally:
-            cur.execute("RESET ROLE")
 
 
 AUTH = json.dumps({"Authorization": {"secret": "stripe"}, "X-Test": "plain"})

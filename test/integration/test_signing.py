@@ -22,7 +22,7 @@ import uuid
 import psycopg2
 import pytest
 
-from conftest import REPO, query, wait_final
+from conftest import REPO, query, wait_final, as_role
 
 NODE_VERIFY = os.path.join(REPO, "test", "node", "verify.js")
 
@@ -40,16 +40,6 @@ def tenant(db):
         cur.execute("DELETE FROM jobflow.signing_secrets WHERE owner::text = %s", (name,))
         cur.execute("UPDATE jobflow.tasks SET state = 'cancelled' WHERE state = 'pending'"
                     " AND owner::text = %s", (name,))
-
-
-def as_role(conn, role, sql, args=None):
-    with conn.cursor() as cur:
-        cur.execute("SET ROLE %s" % role)
-        try:
-            cur.execute(sql, args)
-            return cur.fetchone()[0] if cur.description else None
-        finally:
-            cur.execute("RESET ROLE")
 
 
 def fire(db, receiver, role, body, path="/ok"):

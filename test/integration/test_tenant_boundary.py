@@ -19,14 +19,12 @@
 # -------------------------------------------------------------------------
 
 import json
-import select
-import time
 import uuid
 
 import psycopg2
 import pytest
 
-from conftest import query, wait_final
+from conftest import as_role, notifications, query, wait_final
 
 AUTH = json.dumps({"Authorization": {"secret": "api"}})
 
@@ -35,22 +33,10 @@ def origin_of(url):
     return "/".join(url.split("/")[:3])
 
 
-def run_as(conn, role, sql, args=None):
-    """sql as role (SET ROLE), the first column of its first row; the role
-    is reset whatever happens."""
-    with conn.cursor() as cur:
-        cur.execute("SET ROLE %s" % role)
-        try:
-            cur.execute(sql, args)
-            return cur.fetchone()[0] if cur.description else None
-        finally:
-            cur.execute("RESET ROLE")
-
-
 def error_of(conn, role, sql, args=None):
     """The psycopg2 error sql raises as role (fails the test if none)."""
     with pytest.raises(psycopg2.Error) as e:
-        run_as(conn, role, sql, args)
+        as_role(conn, role, sql, args)
     return e.value
 
 
@@ -171,9 +157,9 @@ def test_group_role_made_on_purpose_may_own_tasks(db, new_role):
         cur.execute("GRANT jobflow_user TO %s" % group)
         cur.execute("GRANT %s TO %s" % (group, member))
     try:
-        task = run_as(db, group, "SELECT jobflow.schedule('http://127.0.0.1:9/x',"
+        task = as_role(db, group, "SELECT jobflow.schedule('http://127.0.0.1:9/x',"
                                  " run_at => now() + interval '1 day')")
-        assert run_as(db, member, "SELECT count(*) FROM jobflow.tasks WHERE id = %s", (task,)) == 1
+        assert as_role(db, member, "SELECT count(*) FROM jobflow.tasks WHERE id = %s", (task,)) == 1
     finally:
         with db.cursor() as cur:
             cur.execute("DELETE FROM jobflow.tasks WHERE owner::text = %s", (group,))
@@ -209,7 +195,7 @@ def test_owner_cannot_point_its_secret_elsewhere(db, receiver, second_receiver, 
                                                  cleanup_secrets):
     cleanup_secrets.append(app_role)
     url, _ = receiver.unique_url()
-    run_as(db, app_role, "SELECT jobflow.set_secret('api', 'Bearer v', ARRAY[%s])", (origin_of(url),))
+    as_role(db, app_role, "SELECT jobflow.set_secret('api', 'Bearer v', ARRAY[%s])", (origin_of(url),))
     evil, _ = second_receiver.unique_url()
     e = error_of(db, app_role, "SELECT jobflow.schedule(%s, headers => %s::jsonb)", (evil, AUTH))
     assert isinstance(e, psycopg2.errors.InsufficientPrivilege)
@@ -220,18 +206,18 @@ def test_owner_cannot_point_its_secret_elsewhere(db, receiver, second_receiver, 
                  (url.replace("http://", "https://"), AUTH))
     assert isinstance(e, psycopg2.errors.InsufficientPrivilege)
     # a timer, and a task moved later, are checked the same way
-    run_as(db, app_role, "SELECT jobflow.schedule_cron('c', '0 0 * * *', %s, headers => %s::jsonb)", (url, AUTH))
+    as_role(db, app_role, "SELECT jobflow.schedule_cron('c', '0 0 * * *', %s, headers => %s::jsonb)", (url, AUTH))
     e = error_of(db, app_role, "UPDATE jobflow.cron_timers SET url = %s WHERE name = 'c'", (evil,))
     assert isinstance(e, psycopg2.errors.InsufficientPrivilege), e
-    run_as(db, app_role, "SELECT jobflow.unschedule_cron('c')")
+    as_role(db, app_role, "SELECT jobflow.unschedule_cron('c')")
 
 
 def test_admin_cannot_redirect_a_tenants_secret(db, receiver, second_receiver, app_role, admin,
                                                 cleanup_secrets):
     cleanup_secrets.append(app_role)
     url, _ = receiver.unique_url()
-    run_as(db, app_role, "SELECT jobflow.set_secret('api', 'Bearer v', ARRAY[%s])", (origin_of(url),))
-    task = run_as(db, app_role, "SELECT jobflow.schedule(%s, run_at => now() + interval '1 day',"
+    as_role(db, app_role, "SELECT jobflow.set_secret('api', 'Bearer v', ARRAY[%s])", (origin_of(url),))
+    task = as_role(db, app_role, "SELECT jobflow.schedule(%s, run_at => now() + interval '1 day',"
                                 " headers => %s::jsonb, key => 'k1')", (url, AUTH))
     evil, _ = second_receiver.unique_url()
     # through the replace of a keyed task, as the API does it
@@ -239,7 +225,7 @@ def test_admin_cannot_redirect_a_tenants_secret(db, receiver, second_receiver, a
                             " 'POST', 30000, 5, 'default', NULL)", (task, evil, AUTH))
     assert isinstance(e, psycopg2.errors.InsufficientPrivilege), e
     # and through an UPDATE of a timer, which jobflow_admin may do
-    run_as(db, app_role, "SELECT jobflow.schedule_cron('c', '0 0 * * *', %s, headers => %s::jsonb)", (url, AUTH))
+    as_role(db, app_role, "SELECT jobflow.schedule_cron('c', '0 0 * * *', %s, headers => %s::jsonb)", (url, AUTH))
     e = error_of(db, admin, "UPDATE jobflow.cron_timers SET url = %s WHERE name = 'c' AND owner = %s::regrole",
                  (evil, app_role))
     assert isinstance(e, psycopg2.errors.InsufficientPrivilege), e
@@ -248,8 +234,8 @@ def test_admin_cannot_redirect_a_tenants_secret(db, receiver, second_receiver, a
                  (origin_of(evil), app_role))
     assert isinstance(e, psycopg2.errors.NullValueNotAllowed)
     assert query(db, "SELECT url FROM jobflow.tasks WHERE id = %s", (task,))[0]["url"] == url
-    run_as(db, app_role, "SELECT jobflow.unschedule_cron('c')")
-    run_as(db, app_role, "SELECT jobflow.cancel(%s)", (task,))
+    as_role(db, app_role, "SELECT jobflow.unschedule_cron('c')")
+    as_role(db, app_role, "SELECT jobflow.cancel(%s)", (task,))
 
 
 def test_secret_rebound_elsewhere_is_left_out(db, receiver, app_role, cleanup_secrets):
@@ -257,10 +243,10 @@ def test_secret_rebound_elsewhere_is_left_out(db, receiver, app_role, cleanup_se
     the task without that header."""
     cleanup_secrets.append(app_role)
     url, tag = receiver.unique_url()
-    run_as(db, app_role, "SELECT jobflow.set_secret('api', 'Bearer v', ARRAY[%s])", (origin_of(url),))
-    task = run_as(db, app_role, "SELECT jobflow.schedule(%s, run_at => now() + interval '2 seconds',"
+    as_role(db, app_role, "SELECT jobflow.set_secret('api', 'Bearer v', ARRAY[%s])", (origin_of(url),))
+    task = as_role(db, app_role, "SELECT jobflow.schedule(%s, run_at => now() + interval '2 seconds',"
                                 " headers => %s::jsonb)", (url, AUTH))
-    run_as(db, app_role, "SELECT jobflow.set_secret('api', 'Bearer v', ARRAY['https://api.example.com'])")
+    as_role(db, app_role, "SELECT jobflow.set_secret('api', 'Bearer v', ARRAY['https://api.example.com'])")
     wait_final(db, [task])
     req = receiver.wait_for(lambda r: ("t=" + tag) in r["query"])[-1]
     assert "authorization" not in req["headers"]
@@ -272,11 +258,11 @@ def test_reflected_secret_is_masked_in_the_log(db, receiver, app_role, admin, cl
     cleanup_secrets.append(app_role)
     value = "Bearer sk_%s" % uuid.uuid4().hex
     url, tag = receiver.unique_url("/echo_headers")
-    run_as(db, app_role, "SELECT jobflow.set_secret('api', %s, ARRAY[%s])", (value, origin_of(url)))
-    task = run_as(db, app_role, "SELECT jobflow.schedule(%s, headers => %s::jsonb)", (url, AUTH))
+    as_role(db, app_role, "SELECT jobflow.set_secret('api', %s, ARRAY[%s])", (value, origin_of(url)))
+    task = as_role(db, app_role, "SELECT jobflow.schedule(%s, headers => %s::jsonb)", (url, AUTH))
     wait_final(db, [task])
     assert receiver.wait_for(lambda r: ("t=" + tag) in r["query"])[-1]["headers"]["authorization"] == value
-    log = run_as(db, admin, "SELECT string_agg(response, '') FROM jobflow.task_log WHERE task_id = %s", (task,))
+    log = as_role(db, admin, "SELECT string_agg(response, '') FROM jobflow.task_log WHERE task_id = %s", (task,))
     assert "Authorization: " + "*" * len(value) in log, log
     assert value not in log
 
@@ -290,10 +276,10 @@ def test_secret_origins_are_checked(db, app_role, cleanup_secrets):
                 "{ftp://api.example.com}", "{https://u:p@api.example.com}", "{NULL}"):
         e = error_of(db, app_role, "SELECT jobflow.set_secret('api', 'v', %s::text[])", (bad,))
         assert e.pgcode in ("22023", "22004"), (bad, e.pgcode, e)
-    run_as(db, app_role, "SELECT jobflow.set_secret('api', 'v',"
+    as_role(db, app_role, "SELECT jobflow.set_secret('api', 'v',"
                          " ARRAY['HTTPS://API.Example.com/', 'http://api.example.com:8080',"
                          "       'https://api.example.com:443'])")
-    assert run_as(db, app_role, "SELECT origins::text FROM jobflow.secret_names WHERE name = 'api'") == \
+    assert as_role(db, app_role, "SELECT origins::text FROM jobflow.secret_names WHERE name = 'api'") == \
         "{http://api.example.com:8080,https://api.example.com:443}"
 
 
@@ -322,17 +308,6 @@ def test_update_binds_secrets_to_where_they_go(databases, new_role):
 
 
 # ---- item 9 -----------------------------------------------------------------
-
-def notifications(conn, seconds):
-    got = []
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if select.select([conn], [], [], 0.2) != ([], [], []):
-            conn.poll()
-            while conn.notifies:
-                got.append(conn.notifies.pop(0))
-    return got
-
 
 def test_outcomes_reach_their_owner_alone(connect, db, receiver, new_role):
     alice, bob = new_role(), new_role()
