@@ -41,6 +41,8 @@ OBJS = \
 	src/cron_sql.o \
 	src/tenant_api.o \
 	src/signing.o \
+	src/secrets.o \
+	src/outcome_channel.o \
 	src/prepared.o \
 	src/prune.o \
 	src/metrics.o \

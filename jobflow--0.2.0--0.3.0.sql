@@ -13,6 +13,90 @@
 
 /* ---- section: the objects jobflow trusts (schema, roles) ---- */
 
+/*
+ * jobflow's roles are cluster-wide and its schema may have been there
+ * before CREATE EXTENSION (src/install_prelude.sql refuses that on a fresh
+ * install); 0.1.0 and 0.2.0 took both as they found them.  A role made
+ * beforehand by a CREATEROLE user or a database owner could keep what its
+ * maker gave it: LOGIN or other attributes, ADMIN OPTION for its maker
+ * (who could then grant itself jobflow_admin), members its maker granted.
+ * Refuse, on a fresh install and on an update alike, a jobflow role with
+ * an attribute, a non-superuser holding ADMIN OPTION on it, or a member of
+ * jobflow_admin granted by a non-superuser; and a schema owned by a
+ * non-superuser or granting anyone but jobflow's roles, or CREATE to anyone.
+ * The DBA decides what to keep; the hint says how.
+ */
+DO $trust$
+DECLARE
+	r record;
+BEGIN
+	FOR r IN
+		SELECT a.rolname,
+			   a.rolsuper OR a.rolcreaterole OR a.rolcreatedb OR a.rolcanlogin
+				   OR a.rolreplication OR a.rolbypassrls AS has_attributes,
+			   (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(m.rolname), ', ' ORDER BY m.rolname)
+				  FROM pg_catalog.pg_auth_members am
+				  JOIN pg_catalog.pg_roles m ON m.oid OPERATOR(pg_catalog.=) am.member
+				 WHERE am.roleid OPERATOR(pg_catalog.=) a.oid AND am.admin_option
+				   AND NOT m.rolsuper) AS admins,
+			   (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(m.rolname), ', ' ORDER BY m.rolname)
+				  FROM pg_catalog.pg_auth_members am
+				  JOIN pg_catalog.pg_roles m ON m.oid OPERATOR(pg_catalog.=) am.member
+				  JOIN pg_catalog.pg_roles g ON g.oid OPERATOR(pg_catalog.=) am.grantor
+				 WHERE am.roleid OPERATOR(pg_catalog.=) a.oid
+				   AND a.rolname OPERATOR(pg_catalog.=) 'jobflow_admin'::pg_catalog.name
+				   AND NOT g.rolsuper) AS granted_by_others
+		  FROM pg_catalog.pg_roles a
+		 WHERE a.rolname OPERATOR(pg_catalog.=) ANY ('{jobflow_user,jobflow_admin,jobflow_monitor}'::pg_catalog.name[])
+		 ORDER BY a.rolname
+	LOOP
+		IF r.has_attributes THEN
+			RAISE EXCEPTION USING
+				ERRCODE = 'insufficient_privilege',
+				MESSAGE = pg_catalog.format('role "%s" has attributes jobflow''s roles never have', r.rolname),
+				DETAIL = 'jobflow''s roles are NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS; this one was made or changed by someone else.',
+				HINT = pg_catalog.format('Check who made it, then ALTER ROLE %I NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS, or drop it, and try again.', r.rolname);
+		END IF;
+		IF r.admins IS NOT NULL THEN
+			RAISE EXCEPTION USING
+				ERRCODE = 'insufficient_privilege',
+				MESSAGE = pg_catalog.format('role "%s" can be granted by roles that are not superusers', r.rolname),
+				DETAIL = pg_catalog.format('These roles hold ADMIN OPTION on it, and could grant it to anyone, themselves included: %s.', r.admins),
+				HINT = pg_catalog.format('REVOKE ADMIN OPTION FOR %I FROM %s, and try again.', r.rolname, r.admins);
+		END IF;
+		IF r.granted_by_others IS NOT NULL THEN
+			RAISE EXCEPTION USING
+				ERRCODE = 'insufficient_privilege',
+				MESSAGE = 'role "jobflow_admin" was granted by roles that are not superusers',
+				DETAIL = pg_catalog.format('These roles were made members of jobflow_admin by a role that is not a superuser: %s.', r.granted_by_others),
+				HINT = 'Revoke those memberships (REVOKE jobflow_admin FROM ...), grant again as a superuser what should stay, and try again.';
+		END IF;
+	END LOOP;
+
+	IF EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n
+				 JOIN pg_catalog.pg_roles o ON o.oid OPERATOR(pg_catalog.=) n.nspowner
+				WHERE n.nspname OPERATOR(pg_catalog.=) 'jobflow'::pg_catalog.name AND NOT o.rolsuper) THEN
+		RAISE EXCEPTION USING
+			ERRCODE = 'insufficient_privilege',
+			MESSAGE = 'schema "jobflow" belongs to a role that is not a superuser',
+			DETAIL = 'Its owner could drop and replace jobflow''s tables and functions.',
+			HINT = 'Give it to a superuser (ALTER SCHEMA jobflow OWNER TO ...), and try again.';
+	END IF;
+	IF EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+				WHERE n.nspname OPERATOR(pg_catalog.=) 'jobflow'::pg_catalog.name
+				  AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner
+				  AND (a.privilege_type OPERATOR(pg_catalog.<>) 'USAGE'
+					   OR a.grantee OPERATOR(pg_catalog.<>) ALL (ARRAY(
+							SELECT x.oid FROM pg_catalog.pg_roles x
+							 WHERE x.rolname OPERATOR(pg_catalog.=) ANY ('{jobflow_user,jobflow_admin,jobflow_monitor}'::pg_catalog.name[]))))) THEN
+		RAISE EXCEPTION USING
+			ERRCODE = 'insufficient_privilege',
+			MESSAGE = 'schema "jobflow" grants privileges jobflow does not',
+			DETAIL = 'jobflow grants USAGE on its schema to jobflow_user, jobflow_admin and jobflow_monitor, and nothing else.',
+			HINT = 'Revoke the others (REVOKE ... ON SCHEMA jobflow FROM ...), and try again.';
+	END IF;
+END
+$trust$;
 
 /* ---- end of section: the objects jobflow trusts ---- */
 
@@ -25,12 +109,94 @@
 
 /* ---- section: who may own tasks ---- */
 
+/*
+ * From 0.3.0 a role every tenant holds cannot own anything of jobflow's
+ * (jf_check_owner_role): jobflow_user, jobflow_monitor, jobflow_admin,
+ * the predefined pg_* roles, and the roles one of jobflow's roles is a
+ * member of.  What such a role owns from before stops here: its pending
+ * tasks are cancelled (a tenant could have planted them for everyone to
+ * see), its timers paused, its secrets, signing secrets and queue settings
+ * deleted.  Running tasks finish.  A fresh install has nothing to stop.
+ */
+DO $owners$
+DECLARE
+	shared pg_catalog.oid[];
+BEGIN
+	SELECT pg_catalog.array_agg(r.oid) INTO shared
+	  FROM pg_catalog.pg_roles r
+	 WHERE r.rolname OPERATOR(pg_catalog.~~) 'pg\_%'
+		OR pg_catalog.pg_has_role('jobflow_user'::pg_catalog.name, r.oid, 'MEMBER')
+		OR pg_catalog.pg_has_role('jobflow_monitor'::pg_catalog.name, r.oid, 'MEMBER')
+		OR pg_catalog.pg_has_role('jobflow_admin'::pg_catalog.name, r.oid, 'MEMBER');
+	UPDATE jobflow.tasks t
+	   SET state = 'cancelled',
+		   last_error = 'cancelled: its owner is a role every tenant holds, which cannot own tasks since 0.3.0',
+		   updated_at = pg_catalog.now()
+	 WHERE t.state OPERATOR(pg_catalog.=) 'pending'
+	   AND t.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (shared);
+	UPDATE jobflow.cron_timers c SET active = false
+	 WHERE c.active AND c.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (shared);
+	DELETE FROM jobflow.secrets s
+	 WHERE s.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (shared);
+	DELETE FROM jobflow.signing_secrets s
+	 WHERE s.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (shared);
+	DELETE FROM jobflow.queues q
+	 WHERE q.owner::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (shared);
+END
+$owners$;
 
 /* ---- end of section: who may own tasks ---- */
 
 
 /* ---- section: secrets bound to origins ---- */
 
+/*
+ * A header secret is sent only to the origins given with its value
+ * (secrets.c): pointing a task that uses it at a receiver of one's own, as
+ * the owner or as jobflow_admin, no longer reads it back.  Origins are kept
+ * as the worker keys them, "scheme://host:port" in lower case
+ * (jobflow._origin).  A secret from 0.2.0 may go where the unfinished
+ * tasks and timers of its role that use it go today, and nowhere else
+ * until it is set again with its origins.
+ */
+CREATE FUNCTION jobflow._origin(url text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'jobflow_origin'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+REVOKE ALL ON FUNCTION jobflow._origin(text) FROM PUBLIC;
+
+ALTER TABLE jobflow.secrets ADD COLUMN origins text[] NOT NULL DEFAULT '{}';
+UPDATE jobflow.secrets s
+   SET origins = COALESCE((
+		SELECT pg_catalog.array_agg(DISTINCT u.origin ORDER BY u.origin)
+		  FROM (SELECT jobflow._origin(t.url) AS origin
+				  FROM jobflow.tasks t, pg_catalog.jsonb_each(t.headers) h
+				 WHERE t.owner OPERATOR(pg_catalog.=) s.owner
+				   AND t.state OPERATOR(pg_catalog.=) ANY ('{pending,running}')
+				   AND h.value OPERATOR(pg_catalog.->>) 'secret' OPERATOR(pg_catalog.=) s.name
+				UNION
+				SELECT jobflow._origin(c.url)
+				  FROM jobflow.cron_timers c, pg_catalog.jsonb_each(c.headers) h
+				 WHERE c.owner OPERATOR(pg_catalog.=) s.owner
+				   AND h.value OPERATOR(pg_catalog.->>) 'secret' OPERATOR(pg_catalog.=) s.name) u
+		 WHERE u.origin IS NOT NULL), '{}');
+
+DROP FUNCTION jobflow.set_secret(text, text, regrole);
+CREATE FUNCTION jobflow.set_secret(name text, value text, origins text[] DEFAULT NULL,
+								   for_role regrole DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'jobflow_set_secret_origins'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION jobflow.set_secret(text, text, text[], regrole) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow.set_secret(text, text, text[], regrole)
+	TO jobflow_user, jobflow_admin;
+
+CREATE OR REPLACE VIEW jobflow.secret_names WITH (security_barrier) AS
+SELECT s.owner, s.name, s.updated_at, s.origins
+  FROM jobflow.secrets s
+ WHERE pg_catalog.pg_has_role(s.owner::oid, 'USAGE')
+	OR pg_catalog.pg_has_role('jobflow_admin', 'USAGE');
 
 /* ---- end of section: secrets bound to origins ---- */
 
@@ -43,12 +209,51 @@
 
 /* ---- section: outcome notifications ---- */
 
+/*
+ * Outcome notifications go to a channel per role (outcome_channel.c):
+ * "jobflow_outcome_" and 32 hex digits of an HMAC of the role's OID under
+ * a random key only the extension's owner reads.  No other role can
+ * listen to a role's outcomes or forge one on its channel; 0.2.0's
+ * jobflow_outcome, open to every role, is no longer used.  The key is not
+ * in dumps: a restore makes a new one (channels are asked for again).
+ */
+CREATE TABLE jobflow.outcome_key (
+	key			bytea NOT NULL
+);
+INSERT INTO jobflow.outcome_key (key)
+	VALUES (pg_catalog.decode(pg_catalog.replace(pg_catalog.gen_random_uuid()::text
+												 OPERATOR(pg_catalog.||) pg_catalog.gen_random_uuid()::text,
+												 '-', ''), 'hex'));
+REVOKE ALL ON jobflow.outcome_key FROM PUBLIC;
+
+CREATE FUNCTION jobflow.outcome_channel(for_role regrole DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'jobflow_outcome_channel'
+LANGUAGE C STABLE
+SET search_path = pg_catalog, pg_temp;
+CREATE FUNCTION jobflow._outcome_channel(owner regrole)
+RETURNS text
+AS 'MODULE_PATHNAME', 'jobflow_outcome_channel_of'
+LANGUAGE C STABLE STRICT
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION jobflow.outcome_channel(regrole), jobflow._outcome_channel(regrole) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow.outcome_channel(regrole) TO jobflow_user, jobflow_admin;
 
 /* ---- end of section: outcome notifications ---- */
 
 
 /* ---- section: comments of the objects 0.3.0 adds ---- */
 
+COMMENT ON FUNCTION jobflow.outcome_channel(regrole) IS
+	'the channel to LISTEN on for the outcomes of a role''s tasks scheduled with notify => true (the caller''s by default)';
+COMMENT ON FUNCTION jobflow._outcome_channel(regrole) IS
+	'internal: the outcome channel of a role, for the worker';
+COMMENT ON TABLE jobflow.outcome_key IS
+	'internal: the key of the outcome channels; only the extension''s owner reads it';
+COMMENT ON FUNCTION jobflow.set_secret(text, text, text[], regrole) IS
+	'store or replace a secret that header values refer to as {"secret": "name"}, with the origins it may be sent to';
+COMMENT ON FUNCTION jobflow._origin(text) IS
+	'internal: the origin of a URL as the worker keys it (scheme://host:port, lower case)';
 
 /* ---- end of section: comments ---- */
 

@@ -24,7 +24,7 @@ cleanup() {
 trap cleanup EXIT
 
 [ -n "${SKIP_BUILD:-}" ] || build_and_install
-cluster_start cronbench "$PORT"
+cluster_start cronbench "$PORT" "jobflow.allow_networks = '127.0.0.0/8, ::1/128'"
 
 "$PYTHON" "$REPO/test/receiver.py" --port 0 --port-file "$WORK/port" >/dev/null 2>&1 &
 RECEIVER_PID=$!

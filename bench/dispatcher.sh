@@ -56,7 +56,8 @@ cluster_start bench "$BENCH_PORT" \
 	"max_worker_processes = 32" \
 	"jobflow.workers_per_database = ${BENCH_WORKERS:-1}" \
 	"shared_preload_libraries = 'jobflow,pg_stat_statements'" \
-	"pg_stat_statements.track = 'all'"
+	"pg_stat_statements.track = 'all'" \
+	"jobflow.allow_networks = '127.0.0.0/8, ::1/128'"
 psql -X -q -d jobflow -c "CREATE EXTENSION pg_stat_statements" >/dev/null
 start_nginx
 

@@ -27,7 +27,8 @@ trap cleanup EXIT
 
 [ -n "${SKIP_BUILD:-}" ] || build_and_install
 set_pgbin
-cluster_start queuebench "$PORT" "shared_buffers = 256MB" "jobflow.reconcile_interval = 1s"
+cluster_start queuebench "$PORT" "shared_buffers = 256MB" "jobflow.reconcile_interval = 1s" \
+	"jobflow.allow_networks = '127.0.0.0/8, ::1/128'"
 
 "$PYTHON" "$REPO/test/receiver.py" --port 0 --port-file "$WORK/port" >/dev/null 2>&1 &
 RECEIVER_PID=$!

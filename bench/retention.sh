@@ -41,7 +41,8 @@ cluster_start retbench "$PORT" "shared_buffers = 256MB" "max_wal_size = 4GB" \
 	"jobflow.reconcile_interval = 1s" \
 	"max_worker_processes = 32" "jobflow.workers_per_database = ${BENCH_WORKERS:-1}" \
 	"log_lock_waits = on" "log_checkpoints = on" "log_autovacuum_min_duration = 0" \
-	"shared_preload_libraries = 'jobflow,pg_stat_statements'"
+	"shared_preload_libraries = 'jobflow,pg_stat_statements'" \
+	"jobflow.allow_networks = '127.0.0.0/8, ::1/128'"
 psql -X -q -d jobflow -c "CREATE EXTENSION pg_stat_statements" >/dev/null
 start_nginx
 

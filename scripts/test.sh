@@ -149,7 +149,8 @@ test_server() {
 		"max_prepared_transactions = 10" \
 		"jobflow.retry_backoff_base = 200ms" \
 		"jobflow.retry_backoff_max = 2s" \
-		"jobflow.reconcile_interval = 1s"
+		"jobflow.reconcile_interval = 1s" \
+		"jobflow.allow_networks = '127.0.0.0/8, ::1/128'"
 	# the unit tests need no server: once per run
 	if wanted unit && [ -z "${UNIT_DONE:-}" ]; then
 		suite unit make -C "$REPO/test/unit" -s check

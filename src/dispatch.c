@@ -88,6 +88,7 @@ http_config(void)
 	cfg.user_agent = "jobflow/" JOBFLOW_VERSION;
 	cfg.proxy = NULL;
 	cfg.deny_networks = jobflow_deny_networks;
+	cfg.allow_networks = jobflow_allow_networks;
 	cfg.follow_cross_origin = jobflow_follow_cross_origin_redirects;
 	cfg.doh_url = jobflow_test_doh_url;
 	return cfg;
@@ -180,7 +181,8 @@ build_headers(Jsonb *headers, const char *content_type, Jsonb *secrets, int *n)
 		}
 		else if (tok == WJB_VALUE && name != NULL && v.type == jbvBinary)
 		{
-			/* {"secret": "name"}: the owner's secret (a dropped one: no header) */
+			/* {"secret": "name"}: the owner's secret (none, when dropped or
+			 * not bound to this origin: no header) */
 			JsonbValue *ref = getKeyJsonValueFromContainer(v.val.binary.data, "secret", 6, NULL);
 			JsonbValue *value = NULL;
 
@@ -477,7 +479,8 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"           (SELECT pg_catalog.jsonb_object_agg(x.name, x.value)"
 			"              FROM jobflow.secrets x WHERE x.owner = t.owner"
 			"               AND x.name IN (SELECT h.value OPERATOR(pg_catalog.->>) 'secret'"
-			"                                FROM pg_catalog.jsonb_each(t.headers) h)),"
+			"                                FROM pg_catalog.jsonb_each(t.headers) h)"
+			"               AND jobflow._origin(t.url) OPERATOR(pg_catalog.=) ANY (x.origins)),"
 			"           t.queue",
 			2, types, CURSOR_OPT_GENERIC_PLAN);
 

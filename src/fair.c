@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define NONE UINT32_MAX
 /* most tasks taken from one queue per visit: finer turns, fairer passes */
@@ -410,7 +411,7 @@ jf_fair_origin(const char *url, char *buf, size_t len)
 		if (stop != end || portnum < 0 || portnum > 65535)
 			return false;
 	}
-	else if (sep - url == 5 && strncmp(url, "https", 5) == 0)
+	else if (sep - url == 5 && strncasecmp(url, "https", 5) == 0)
 		portnum = 443;
 	else
 		portnum = 80;

@@ -385,57 +385,39 @@ jf_http_queued(const JfHttp *h)
 static bool
 apply_config(JfHttp *h, const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 {
-	char	   *ua,
-			   *proxy,
-			   *doh_url;
-	JfNet	   *deny;
-	int			ndeny;
-	struct curl_slist *resolve;
+	char	   *ua = NULL,
+			   *proxy = NULL,
+			   *doh_url = NULL;
+	JfNet	   *deny = NULL,
+			   *allow = NULL;
+	int			ndeny,
+				nallow;
+	struct curl_slist *resolve = NULL;
 
 	if (!jf_http_parse_networks(cfg->deny_networks, &deny, &ndeny, errbuf, errlen))
 		return false;
-	if (!jf_http_dup_opt(cfg->user_agent, &ua))
+	if (!jf_http_parse_networks(cfg->allow_networks, &allow, &nallow, errbuf, errlen))
 	{
 		free(deny);
-		set_err(errbuf, errlen, "out of memory");
 		return false;
 	}
-	if (!jf_http_dup_opt(cfg->proxy, &proxy))
-	{
-		free(deny);
-		free(ua);
-		set_err(errbuf, errlen, "out of memory");
-		return false;
-	}
-	if (!jf_http_dup_opt(cfg->doh_url && cfg->doh_url[0] ? cfg->doh_url : NULL, &doh_url))
-	{
-		free(deny);
-		free(ua);
-		free(proxy);
-		set_err(errbuf, errlen, "out of memory");
-		return false;
-	}
-	resolve = NULL;
+	if (!jf_http_dup_opt(cfg->user_agent, &ua) ||
+		!jf_http_dup_opt(cfg->proxy, &proxy) ||
+		!jf_http_dup_opt(cfg->doh_url && cfg->doh_url[0] ? cfg->doh_url : NULL, &doh_url))
+		goto oom;
 	for (int i = 0; cfg->resolve && cfg->resolve[i]; i++)
 	{
 		struct curl_slist *n = curl_slist_append(resolve, cfg->resolve[i]);
 
 		if (n == NULL)
-		{
-			curl_slist_free_all(resolve);
-			free(deny);
-			free(ua);
-			free(proxy);
-			free(doh_url);
-			set_err(errbuf, errlen, "out of memory");
-			return false;
-		}
+			goto oom;
 		resolve = n;
 	}
 	free(h->user_agent);
 	free(h->proxy);
 	free(h->doh_url);
 	free(h->deny);
+	free(h->allow);
 	curl_slist_free_all(h->resolve);
 	h->resolve = resolve;
 	h->doh_url = doh_url;
@@ -444,6 +426,8 @@ apply_config(JfHttp *h, const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 	h->proxy = proxy;
 	h->deny = deny;
 	h->ndeny = ndeny;
+	h->allow = allow;
+	h->nallow = nallow;
 	h->max_concurrent = cfg->max_concurrent > 0 ? cfg->max_concurrent : 1;
 	h->max_per_host = cfg->max_per_host > 0 ? cfg->max_per_host : 1;
 	h->max_response_bytes = cfg->max_response_bytes;
@@ -451,6 +435,16 @@ apply_config(JfHttp *h, const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 	/* bound idle cached connections (and so open fds) too */
 	curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long) h->max_concurrent);
 	return true;
+
+oom:
+	curl_slist_free_all(resolve);
+	free(deny);
+	free(allow);
+	free(ua);
+	free(proxy);
+	free(doh_url);
+	set_err(errbuf, errlen, "out of memory");
+	return false;
 }
 
 /*
@@ -554,6 +548,7 @@ jf_http_destroy(JfHttp *h)
 	free(h->proxy);
 	free(h->doh_url);
 	free(h->deny);
+	free(h->allow);
 	curl_slist_free_all(h->resolve);
 	free(h);
 }

@@ -88,8 +88,12 @@ typedef struct JfHttpConfig
 {
 	int			max_concurrent; /* global cap on requests in flight (>= 1) */
 	int			max_per_host;	/* cap per scheme://host:port (>= 1) */
-	size_t		max_response_bytes; /* body excerpt kept; the rest is read
-									 * and discarded */
+	size_t		max_response_bytes; /* body excerpt kept; once more than
+									 * that has come, the transfer ends
+									 * there (an HTTP/1 connection is
+									 * closed) and the result is the
+									 * response's, with body_truncated
+									 * set */
 	int			max_redirects;	/* 0 = do not follow redirects */
 	bool		follow_cross_origin;	/* follow redirects to another
 										 * scheme://host:port, sending only
@@ -100,9 +104,12 @@ typedef struct JfHttpConfig
 	const char *proxy;			/* NULL or "" = no proxy; proxy environment
 								 * variables are always ignored */
 	const char *deny_networks;	/* NULL or "": none; else a list of
-								 * addr[/bits], separated by commas or
-								 * blanks, IPv4 or IPv6: connections to
-								 * them are refused, whatever the URL's
+								 * entries separated by commas or blanks:
+								 * addr[/bits][:port], IPv6 between
+								 * brackets when a port follows
+								 * ([addr][/bits][:port]); connections to
+								 * them (to that port only, if one is
+								 * given) are refused, whatever the URL's
 								 * host name (checked at connect time, so
 								 * redirects and DNS answers are covered,
 								 * and again before each request on a
@@ -110,6 +117,14 @@ typedef struct JfHttpConfig
 								 * addresses (0.0.0.0/8, ::) are always
 								 * refused, and IPv6 forms that carry an
 								 * IPv4 address are checked as that too */
+	const char *allow_networks; /* NULL or "": none; else entries as in
+								 * deny_networks: a connection they cover
+								 * is permitted even though deny_networks
+								 * covers it too (never to an unspecified
+								 * address).  Each address a connection
+								 * reaches (an IPv6 address and the IPv4
+								 * addresses it carries) must be denied by
+								 * no entry or allowed by one */
 	const char *const *resolve; /* NULL, or NULL-terminated "host:port:addr"
 								 * entries (CURLOPT_RESOLVE): fixed answers
 								 * instead of DNS, for tests */
@@ -162,16 +177,39 @@ typedef struct JfHttpResult
 extern bool jf_http_global_init(char *errbuf, size_t errlen);
 extern void jf_http_global_cleanup(void);
 
-/* Whether list is a valid deny_networks value; if not, why in errbuf. */
+/*
+ * What a dispatcher refuses unless told otherwise (jobflow.deny_networks'
+ * default): loopback, private, link-local, unique-local, shared (CGNAT),
+ * NAT64, multicast and reserved (broadcast included) networks, and cloud
+ * metadata addresses (some already inside those).  A callback reaches a
+ * public address only, unless allow_networks says otherwise.
+ */
+#define JF_HTTP_DEFAULT_DENY_NETWORKS \
+	"127.0.0.0/8, ::1/128, " \
+	"10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, " \
+	"169.254.0.0/16, fe80::/10, " \
+	"fc00::/7, " \
+	"100.64.0.0/10, " \
+	"64:ff9b::/96, 64:ff9b:1::/48, " \
+	"224.0.0.0/4, ff00::/8, " \
+	"240.0.0.0/4, " \
+	"fd00:ec2::254/128, 100.100.100.200/32"
+
+/*
+ * Whether list is a valid deny_networks or allow_networks value; if not,
+ * why in errbuf.
+ */
 extern bool jf_http_check_networks(const char *list, char *errbuf,
 								   size_t errlen);
 
 /*
- * Whether a connection to this numeric IPv4/IPv6 address would be refused
- * under h's settings (deny_networks, unspecified addresses, IPv4 carried
- * in IPv6); text that is not an address counts as refused.
+ * Whether a connection to this numeric IPv4/IPv6 address and TCP port
+ * would be refused under h's settings (deny_networks, allow_networks,
+ * unspecified addresses, IPv4 carried in IPv6); text that is not an
+ * address counts as refused.
  */
-extern bool jf_http_address_denied(const JfHttp *h, const char *address);
+extern bool jf_http_address_denied(const JfHttp *h, const char *address,
+								   int port);
 
 /* NULL on failure, with a message in errbuf. */
 extern JfHttp *jf_http_create(const JfHttpConfig *cfg, char *errbuf,

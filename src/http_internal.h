@@ -35,15 +35,16 @@
 /* defined in http_queue.c; the other files only pass it around */
 typedef struct JfHost JfHost;
 
-/* One entry of deny_networks: an address prefix. */
+/* One entry of deny_networks or allow_networks: an address prefix. */
 typedef struct JfNet
 {
 	int			family;			/* AF_INET or AF_INET6 */
 	int			bits;
+	int			port;			/* 0: any port */
 	unsigned char addr[16];
 } JfNet;
 
-/* Why prereq_cb stopped a transfer (besides deny_networks). */
+/* Why prereq_cb stopped a transfer (besides the address lists). */
 typedef enum JfRefused
 {
 	JF_REFUSED_NONE = 0,
@@ -73,7 +74,9 @@ typedef struct JfReq
 	size_t		buf_cap;
 	char		errbuf[CURL_ERROR_SIZE];
 	struct JfHttp *http;		/* for the connect-time address check */
-	bool		denied;			/* a connection was refused by deny_networks */
+	bool		denied;			/* a connection was refused by its address */
+	bool		cut;			/* write_cb stopped the transfer: the
+								 * excerpt was full */
 	JfRefused	refused;		/* a request was refused by prereq_cb */
 	int			sends;			/* requests sent in this transfer so far */
 	bool		answered;		/* a response began since the last send */
@@ -111,6 +114,8 @@ struct JfHttp
 	int			npool;
 	JfNet	   *deny;			/* deny_networks, parsed */
 	int			ndeny;
+	JfNet	   *allow;			/* allow_networks, parsed */
+	int			nallow;
 };
 
 /*

@@ -154,7 +154,7 @@ finish_req(JfHttp *h, JfReq *r)
 }
 
 /* ---------------------------------------------------------------------
- * Denied networks
+ * Denied and allowed networks
  * ---------------------------------------------------------------------
  */
 
@@ -166,8 +166,110 @@ net_error(char *errbuf, size_t errlen, const char *what, const char *item, size_
 }
 
 /*
- * Parse "addr[/bits], ..." into prefixes.  NULL or blank gives none.  A
- * malformed entry fails the whole list, with the entry in errbuf.
+ * A decimal number from lo to hi, digits only (strtol would take signs
+ * and blanks); -1 if it is not one.
+ */
+static long
+parse_bounded(const char *s, long lo, long hi)
+{
+	long		v = 0;
+
+	if (*s == '\0')
+		return -1;
+	for (; *s; s++)
+	{
+		if (*s < '0' || *s > '9')
+			return -1;
+		v = v * 10 + (*s - '0');
+		if (v > hi)
+			return -1;
+	}
+	return v < lo ? -1 : v;
+}
+
+/*
+ * One entry: addr[/bits][:port], an IPv6 address between brackets when a
+ * port follows ([addr][/bits][:port]; "::1:443" is an IPv6 address, so
+ * an unbracketed IPv6 entry never has a port).  Returns NULL, or what is
+ * wrong with it.
+ */
+static const char *
+parse_net(char *item, JfNet *net)
+{
+	char	   *rest;
+	char	   *port;
+	int			maxbits;
+
+	memset(net, 0, sizeof(*net));
+	if (*item == '[')
+	{
+		char	   *close = strchr(item, ']');
+
+		if (close == NULL)
+			return "entry with an unclosed bracket";
+		*close = '\0';
+		rest = close + 1;
+		if (inet_pton(AF_INET6, item + 1, net->addr) != 1)
+			return "entry with no IPv6 address between its brackets";
+		net->family = AF_INET6;
+	}
+	else
+	{
+		size_t		alen = strcspn(item, "/");
+		char		save = item[alen];
+
+		item[alen] = '\0';
+		if (inet_pton(AF_INET6, item, net->addr) == 1)
+		{
+			net->family = AF_INET6;
+			item[alen] = save;
+			rest = item + alen;
+			if (strchr(rest, ':') != NULL)
+				return "entry with a port after an IPv6 address not between brackets";
+		}
+		else
+		{
+			item[alen] = save;
+			alen = strcspn(item, "/:");
+			save = item[alen];
+			item[alen] = '\0';
+			if (inet_pton(AF_INET, item, net->addr) != 1)
+				return "entry that is not an address";
+			net->family = AF_INET;
+			item[alen] = save;
+			rest = item + alen;
+		}
+	}
+	maxbits = net->family == AF_INET ? 32 : 128;
+	net->bits = maxbits;
+	port = strchr(rest, ':');
+	if (port)
+		*port++ = '\0';
+	if (*rest == '/')
+	{
+		long		bits = parse_bounded(rest + 1, 0, maxbits);
+
+		if (bits < 0)
+			return "entry with an invalid prefix length";
+		net->bits = (int) bits;
+	}
+	else if (*rest != '\0')
+		return "entry with something after its address";
+	if (port)
+	{
+		long		p = parse_bounded(port, 1, 65535);
+
+		if (p < 0)
+			return "entry with an invalid port";
+		net->port = (int) p;
+	}
+	return NULL;
+}
+
+/*
+ * Parse a deny_networks or allow_networks list into prefixes.  NULL or
+ * blank gives none.  A malformed entry fails the whole list, with the
+ * entry in errbuf.
  */
 bool
 jf_http_parse_networks(const char *list, JfNet **out, int *n, char *errbuf, size_t errlen)
@@ -180,12 +282,11 @@ jf_http_parse_networks(const char *list, JfNet **out, int *n, char *errbuf, size
 	*n = 0;
 	for (;;)
 	{
-		char		item[INET6_ADDRSTRLEN + 8];
+		char		item[INET6_ADDRSTRLEN + 16];
 		const char *start;
+		const char *problem;
 		size_t		len;
-		char	   *slash;
 		JfNet		net;
-		int			maxbits;
 
 		while (*p == ',' || isspace((unsigned char) *p))
 			p++;
@@ -203,33 +304,11 @@ jf_http_parse_networks(const char *list, JfNet **out, int *n, char *errbuf, size
 		}
 		memcpy(item, start, len);
 		item[len] = '\0';
-		memset(&net, 0, sizeof(net));
-		slash = strchr(item, '/');
-		if (slash)
-			*slash = '\0';
-		if (inet_pton(AF_INET, item, net.addr) == 1)
-			net.family = AF_INET, maxbits = 32;
-		else if (inet_pton(AF_INET6, item, net.addr) == 1)
-			net.family = AF_INET6, maxbits = 128;
-		else
+		if ((problem = parse_net(item, &net)) != NULL)
 		{
-			net_error(errbuf, errlen, "entry that is not an address", start, len);
+			net_error(errbuf, errlen, problem, start, len);
 			free(nets);
 			return false;
-		}
-		net.bits = maxbits;
-		if (slash)
-		{
-			char	   *end;
-			long		bits = strtol(slash + 1, &end, 10);
-
-			if (end == slash + 1 || *end != '\0' || bits < 0 || bits > maxbits)
-			{
-				net_error(errbuf, errlen, "entry with an invalid prefix length", start, len);
-				free(nets);
-				return false;
-			}
-			net.bits = (int) bits;
 		}
 		if (*n == cap)
 		{
@@ -275,6 +354,17 @@ prefix_match(const unsigned char *addr, const JfNet *net)
 	if (rest == 0)
 		return true;
 	return ((addr[full] ^ net->addr[full]) & (0xFF << (8 - rest))) == 0;
+}
+
+/* Whether an entry of nets covers this address and port. */
+static bool
+in_networks(const JfNet *nets, int n, int family, const unsigned char *addr, int port)
+{
+	for (int i = 0; i < n; i++)
+		if (nets[i].family == family && (nets[i].port == 0 || nets[i].port == port) &&
+			prefix_match(addr, &nets[i]))
+			return true;
+	return false;
 }
 
 /*
@@ -326,9 +416,17 @@ embedded_ipv4(const unsigned char *a, unsigned char v4[2][4])
 	return 0;
 }
 
-/* Whether one IPv4 or IPv6 address (network byte order) is refused. */
+/*
+ * Whether a connection to one IPv4 or IPv6 address (network byte order)
+ * and port is refused.  The IPv6 address and each IPv4 address it carries
+ * are judged one by one, and all must pass: an address passes if no deny
+ * entry covers it or an allow entry does.  So allowing 127.0.0.0/8 also
+ * allows ::ffff:127.0.0.1 (the same host), while allowing 64:ff9b::/96
+ * (NAT64) still refuses the private IPv4 addresses behind it.  Unspecified
+ * addresses never pass, whatever the lists.
+ */
 static bool
-raw_address_denied(const JfNet *deny, int ndeny, int family, const unsigned char *addr)
+raw_address_denied(const JfHttp *h, int family, const unsigned char *addr, int port)
 {
 	static const unsigned char any6[16] = {0};
 	unsigned char v4[2][4];
@@ -344,18 +442,18 @@ raw_address_denied(const JfNet *deny, int ndeny, int family, const unsigned char
 		if (memcmp(addr, any6, 16) == 0)
 			return true;		/* ::, unspecified: this host */
 		nv4 = embedded_ipv4(addr, v4);
-		for (int i = 0; i < ndeny; i++)
-			if (deny[i].family == AF_INET6 && prefix_match(addr, &deny[i]))
-				return true;
+		if (in_networks(h->deny, h->ndeny, AF_INET6, addr, port) &&
+			!in_networks(h->allow, h->nallow, AF_INET6, addr, port))
+			return true;
 	}
 	for (int k = 0; k < nv4; k++)
 	{
 		/* 0.0.0.0/8, "this network": connecting there reaches this host */
 		if (v4[k][0] == 0)
 			return true;
-		for (int i = 0; i < ndeny; i++)
-			if (deny[i].family == AF_INET && prefix_match(v4[k], &deny[i]))
-				return true;
+		if (in_networks(h->deny, h->ndeny, AF_INET, v4[k], port) &&
+			!in_networks(h->allow, h->nallow, AF_INET, v4[k], port))
+			return true;
 	}
 	return false;
 }
@@ -365,11 +463,19 @@ static bool
 address_denied(const JfHttp *h, const struct sockaddr *sa)
 {
 	if (sa->sa_family == AF_INET)
-		return raw_address_denied(h->deny, h->ndeny, AF_INET,
-								  (const unsigned char *) &((const struct sockaddr_in *) sa)->sin_addr);
+	{
+		const struct sockaddr_in *in = (const struct sockaddr_in *) sa;
+
+		return raw_address_denied(h, AF_INET, (const unsigned char *) &in->sin_addr,
+								  ntohs(in->sin_port));
+	}
 	if (sa->sa_family == AF_INET6)
-		return raw_address_denied(h->deny, h->ndeny, AF_INET6,
-								  (const unsigned char *) &((const struct sockaddr_in6 *) sa)->sin6_addr);
+	{
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *) sa;
+
+		return raw_address_denied(h, AF_INET6, (const unsigned char *) &in6->sin6_addr,
+								  ntohs(in6->sin6_port));
+	}
 	return false;
 }
 
@@ -378,26 +484,27 @@ address_denied(const JfHttp *h, const struct sockaddr *sa)
  * that does not parse is refused, since it cannot be checked.
  */
 static bool
-text_address_denied(const JfHttp *h, const char *text)
+text_address_denied(const JfHttp *h, const char *text, int port)
 {
 	unsigned char addr[16];
 
 	if (text != NULL && inet_pton(AF_INET, text, addr) == 1)
-		return raw_address_denied(h->deny, h->ndeny, AF_INET, addr);
+		return raw_address_denied(h, AF_INET, addr, port);
 	if (text != NULL && inet_pton(AF_INET6, text, addr) == 1)
-		return raw_address_denied(h->deny, h->ndeny, AF_INET6, addr);
+		return raw_address_denied(h, AF_INET6, addr, port);
 	return true;
 }
 
 bool
-jf_http_address_denied(const JfHttp *h, const char *address)
+jf_http_address_denied(const JfHttp *h, const char *address, int port)
 {
-	return text_address_denied(h, address);
+	return text_address_denied(h, address, port);
 }
 
 /*
  * Every connection curl opens passes here, after DNS and for each redirect
- * hop, so a host name that resolves to a denied address is refused too.
+ * hop, so a host name that resolves to a denied address is refused too,
+ * before a socket exists: nothing is sent there.
  */
 static curl_socket_t
 open_socket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *address)
@@ -491,9 +598,9 @@ follow_allowed(JfReq *r)
  * or reused, for the first request, each redirect hop and each of curl's
  * own re-sends.  Three checks need that moment:
  *
- * - the connection's address against deny_networks, since a reused
- *   connection never passes through open_socket_cb (a reload may have
- *   denied it meanwhile);
+ * - the connection's address and port against the address lists, since
+ *   a reused connection never passes through open_socket_cb (a reload may
+ *   have denied it, or taken away what allowed it, meanwhile);
  * - curl re-sends a request, on a fresh connection, when a reused one
  *   closed without a byte of answer (Curl_retry_request, up to 5 times):
  *   the server may well have got it, so such a re-send is refused and the
@@ -506,9 +613,8 @@ prereq_cb(void *clientp, char *primary_ip, char *local_ip, int primary_port, int
 	JfReq	   *r = clientp;
 
 	(void) local_ip;
-	(void) primary_port;
 	(void) local_port;
-	if (text_address_denied(r->http, primary_ip))
+	if (text_address_denied(r->http, primary_ip, primary_port))
 	{
 		r->denied = true;
 		return CURL_PREREQFUNC_ABORT;
@@ -540,9 +646,15 @@ jf_http_req_complete(JfHttp *h, JfReq *r, CURLcode rc)
 	r->res.curl_code = (int) rc;
 	if (rc == CURLE_OK)
 		r->res.error_kind = JF_HTTP_OK;
+	else if (r->cut && rc == CURLE_WRITE_ERROR)
+	{
+		/* the status and the excerpt are in: the answer is complete enough */
+		r->res.error_kind = JF_HTTP_OK;
+		r->res.body_truncated = true;
+	}
 	else if (r->denied && (rc == CURLE_COULDNT_CONNECT || rc == CURLE_ABORTED_BY_CALLBACK))
 		jf_http_req_set_error(r, JF_HTTP_INVALID,
-							  "connection refused by jobflow: the host's address is in deny_networks or unspecified");
+							  "connection refused by jobflow: the host's address is in deny_networks and not in allow_networks, or unspecified");
 	else if (r->refused == JF_REFUSED_RESEND && rc == CURLE_ABORTED_BY_CALLBACK)
 		jf_http_req_set_error(r, JF_HTTP_NO_ANSWER,
 							  "connection closed without an answer after the request was sent (it may have been delivered)");
@@ -666,8 +778,12 @@ jf_http_class_name(JfHttpClass c)
  */
 
 /*
- * Keep the excerpt, read and drop the rest: returning less than we were
- * given would abort the transfer, and a big answer is still a success.
+ * Keep the excerpt and stop reading once more than that comes: the status
+ * decides the outcome and the excerpt is all that is kept, so the rest
+ * would only hold the request's slot (until its timeout, for a receiver
+ * that streams without end).  Returning less than we were given aborts
+ * the transfer (CURLE_WRITE_ERROR, which jf_http_req_complete reads as
+ * the answer it is, thanks to r->cut); an HTTP/1 connection is closed.
  */
 static size_t
 write_cb(char *data, size_t size, size_t nmemb, void *arg)
@@ -678,9 +794,12 @@ write_cb(char *data, size_t size, size_t nmemb, void *arg)
 	size_t		take = n < room ? n : room;
 
 	if (take < n)
+	{
 		r->res.body_truncated = true;
+		r->cut = true;
+	}
 	if (take == 0)
-		return n;
+		return r->cut ? 0 : n;
 	if (r->res.body_len + take + 1 > r->buf_cap)
 	{
 		size_t		ncap = r->buf_cap ? r->buf_cap * 2 : 1024;
@@ -694,14 +813,15 @@ write_cb(char *data, size_t size, size_t nmemb, void *arg)
 		if (nb == NULL)
 		{
 			r->res.body_truncated = true;
-			return n;
+			r->cut = true;
+			return 0;
 		}
 		r->res.body = nb;
 		r->buf_cap = ncap;
 	}
 	memcpy(r->res.body + r->res.body_len, data, take);
 	r->res.body_len += take;
-	return n;
+	return r->cut ? 0 : n;
 }
 
 /* Seconds or HTTP-date to a non-negative delay in ms; -1 if invalid. */
@@ -812,6 +932,7 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	r->max_body = h->max_response_bytes;
 	r->http = h;
 	r->denied = false;
+	r->cut = false;
 	r->refused = JF_REFUSED_NONE;
 	r->sends = 0;
 	r->answered = false;

@@ -9,7 +9,9 @@
  * and replace jobflow's tables, and functions or operators planted in it
  * would be resolved by the install itself.  So, before anything else runs,
  * the schema must be empty and belong to a superuser, and no role but its
- * owner may have a privilege on it.  Every name here is qualified.
+ * owner may have a privilege on it, except USAGE for jobflow's roles (what
+ * DROP EXTENSION leaves of an earlier install).  Every name here is
+ * qualified.
  */
 DO $prelude$
 DECLARE
@@ -28,9 +30,14 @@ BEGIN
 			DETAIL = 'CREATE EXTENSION jobflow uses an existing schema of that name, and its owner could change jobflow''s objects.',
 			HINT = 'Drop the schema, or give it to a superuser with ALTER SCHEMA jobflow OWNER TO, and try again.';
 	END IF;
+	/* what DROP EXTENSION leaves of an earlier install: USAGE for its roles */
 	IF s.nspacl IS NOT NULL AND EXISTS (
 		SELECT 1 FROM pg_catalog.aclexplode(s.nspacl) a
-		 WHERE a.grantee OPERATOR(pg_catalog.<>) s.nspowner) THEN
+		 WHERE a.grantee OPERATOR(pg_catalog.<>) s.nspowner
+		   AND (a.privilege_type OPERATOR(pg_catalog.<>) 'USAGE'
+				OR a.grantee OPERATOR(pg_catalog.<>) ALL (ARRAY(
+					SELECT r.oid FROM pg_catalog.pg_roles r
+					 WHERE r.rolname OPERATOR(pg_catalog.=) ANY ('{jobflow_user,jobflow_admin,jobflow_monitor}'::pg_catalog.name[]))))) THEN
 		RAISE EXCEPTION USING
 			ERRCODE = 'insufficient_privilege',
 			MESSAGE = 'schema "jobflow" grants privileges to other roles',

@@ -62,6 +62,7 @@ int			jobflow_retry_max_ms = 3600 * 1000;
 int			jobflow_reconcile_ms = 5000;
 int			jobflow_shutdown_grace_ms = 5000;
 char	   *jobflow_deny_networks = NULL;
+char	   *jobflow_allow_networks = NULL;
 bool		jobflow_follow_cross_origin_redirects = false;
 int			jobflow_retention_s = 7 * 86400;
 int			jobflow_prune_batch_size = 100;
@@ -146,21 +147,17 @@ _PG_init(void)
 }
 
 /*
- * Cloud metadata endpoints answer any process on the host: a task must
- * not be able to read them into its log.  Operators extend the list (for
- * example with loopback and private ranges) to suit their network.
+ * deny_networks and allow_networks share a syntax: addr[/bits][:port],
+ * IPv6 between brackets when a port follows.
  */
-#define JOBFLOW_DEFAULT_DENY_NETWORKS \
-	"169.254.0.0/16, fe80::/10, fd00:ec2::254/128, 100.100.100.200/32"
-
 static bool
-check_deny_networks(char **newval, void **extra, GucSource source)
+check_networks(char **newval, void **extra, GucSource source)
 {
-	char		err[128];
+	char		err[160];
 
 	if (jf_http_check_networks(*newval, err, sizeof(err)))
 		return true;
-	GUC_check_errdetail("The list must hold IPv4 or IPv6 addresses with optional /bits, but has an %s.", err);
+	GUC_check_errdetail("The list must hold IPv4 or IPv6 addresses with optional /bits and :port (an IPv6 address between brackets when a port follows, as in [2001:db8::]/32:443), but has an %s.", err);
 	return false;
 }
 
@@ -358,7 +355,8 @@ jobflow_define_gucs(void)
 							 PGC_SIGHUP, 0, check_rate_per_host, NULL, NULL);
 	DefineCustomIntVariable("jobflow.max_response_size",
 							"How much of each response body is kept in the task log.",
-							NULL, &jobflow_max_response_size, 4096, 0, 1024 * 1024,
+							"Once a response has more, the worker stops reading it: the status decides the outcome.",
+							&jobflow_max_response_size, 4096, 0, 1024 * 1024,
 							PGC_SIGHUP, GUC_UNIT_BYTE, NULL, NULL, NULL);
 	DefineCustomIntVariable("jobflow.max_redirects",
 							"Most redirects followed per request (0 follows none).",
@@ -405,12 +403,24 @@ jobflow_define_gucs(void)
 							NULL, &jobflow_shutdown_grace_ms, 5000, 0, 600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 
+	/*
+	 * Loopback, private and the other non-public networks are refused by
+	 * default: a tenant's callback must not reach the database's host, the
+	 * site's other services or cloud metadata, and read the answer into
+	 * its log.  A site lets its own receivers through with allow_networks.
+	 */
 	DefineCustomStringVariable("jobflow.deny_networks",
-							   "Networks the worker never connects to.",
-							   "A list of address/prefix entries, IPv4 or IPv6. Checked at connect time, "
+							   "Networks the worker never connects to, unless jobflow.allow_networks allows them.",
+							   "A list of address/prefix entries, IPv4 or IPv6, each with an optional port. Checked at connect time, "
 							   "so host names and redirects that lead there are refused too.",
-							   &jobflow_deny_networks, JOBFLOW_DEFAULT_DENY_NETWORKS,
-							   PGC_SIGHUP, 0, check_deny_networks, NULL, NULL);
+							   &jobflow_deny_networks, JF_HTTP_DEFAULT_DENY_NETWORKS,
+							   PGC_SIGHUP, 0, check_networks, NULL, NULL);
+	DefineCustomStringVariable("jobflow.allow_networks",
+							   "Networks the worker connects to although jobflow.deny_networks covers them.",
+							   "A list of address/prefix entries, IPv4 or IPv6, each with an optional port, as in jobflow.deny_networks. "
+							   "Unspecified addresses (0.0.0.0/8, ::) are refused whatever the lists.",
+							   &jobflow_allow_networks, "",
+							   PGC_SIGHUP, 0, check_networks, NULL, NULL);
 	DefineCustomBoolVariable("jobflow.follow_cross_origin_redirects",
 							 "Whether redirects to another scheme, host or port are followed.",
 							 "When on, such a hop carries none of the task's headers, "

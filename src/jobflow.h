@@ -49,6 +49,7 @@ extern int	jobflow_retry_max_ms;
 extern int	jobflow_reconcile_ms;
 extern int	jobflow_shutdown_grace_ms;
 extern char *jobflow_deny_networks;
+extern char *jobflow_allow_networks;
 extern bool jobflow_follow_cross_origin_redirects;
 extern int	jobflow_retention_s;
 extern int	jobflow_prune_batch_size;

@@ -4,10 +4,10 @@
  *	  Buffers attempt outcomes and writes them in batches: one statement
  *	  per batch updates jobflow.tasks and inserts into jobflow.task_log.
  *
- * The transaction that writes a batch also sends NOTIFY jobflow_outcome
- * for the tasks of the batch that asked for it (notify => true) and have
- * finished: one notification per batch (per 200 such tasks), delivered at
- * its commit.
+ * The transaction that writes a batch also notifies the tasks of the
+ * batch that asked for it (notify => true) and have finished, on their
+ * owner's channel (outcome_channel.c): one notification per owner and
+ * batch (per 200 such tasks), delivered at its commit.
  *
  * A batch is written when jobflow.log_batch_size rows are buffered or the
  * oldest has waited jobflow.log_flush_ms.  Each statement reads its rows
@@ -217,7 +217,7 @@ prepare_plans(JfLogWriter *lw)
 	 * held: the batch's tasks another transaction holds locked (deleted
 	 * tasks are not held: their attempts are logged); the others are
 	 * locked here, before anything is written.  Tasks that asked for it
-	 * are announced on jobflow_outcome, at most OUTCOMES_PER_NOTIFY per
+	 * are announced on their owner's channel, at most OUTCOMES_PER_NOTIFY per
 	 * notification (each "<id>:<state>" takes at most 30 bytes, far below
 	 * the 8000-byte limit of a payload).  Returns the held ids.
 	 */
@@ -246,7 +246,7 @@ prepare_plans(JfLogWriter *lw)
 		"         updated_at = pg_catalog.now()"
 		"    FROM u"
 		"   WHERE t.id = u.id AND t.attempts = u.attempt AND t.state = 'running'"
-		"  RETURNING t.id, t.state, t.notify),"
+		"  RETURNING t.id, t.state, t.notify, t.owner),"
 		" l AS ("
 		"  INSERT INTO jobflow.task_log (task_id, attempt, owner, scheduled_at, started_at,"
 		"         finished_at, outcome, http_status, error, response)"
@@ -255,13 +255,13 @@ prepare_plans(JfLogWriter *lw)
 		"    FROM u WHERE u.outcome <> 'unsent'"
 		"  RETURNING 1),"
 		" n AS ("
-		"  SELECT pg_catalog.pg_notify('jobflow_outcome',"
+		"  SELECT pg_catalog.pg_notify(jobflow._outcome_channel(f.owner),"
 		"                              pg_catalog.string_agg(f.id || ':' || f.state, ' ' ORDER BY f.id))"
-		"    FROM (SELECT w.id, w.state,"
-		"                 (pg_catalog.row_number() OVER (ORDER BY w.id) - 1) / "
+		"    FROM (SELECT w.id, w.state, w.owner,"
+		"                 (pg_catalog.row_number() OVER (PARTITION BY w.owner ORDER BY w.id) - 1) / "
 		CppAsString2(OUTCOMES_PER_NOTIFY) " AS chunk"
 		"            FROM w WHERE w.notify AND w.state IN ('succeeded', 'failed')) f"
-		"   GROUP BY f.chunk)"
+		"   GROUP BY f.owner, f.chunk)"
 		" SELECT (SELECT pg_catalog.count(*) FROM l), (SELECT pg_catalog.count(*) FROM n),"
 		"        ARRAY(SELECT held.id FROM held)", 13, types);
 	if (lw->write_plan == NULL)

@@ -22,6 +22,7 @@
 #include "worker.h"
 
 #include "as_owner.h"
+#include "tenant_api.h"
 #include "guard.h"
 #include "task_check.h"
 #include "xact.h"
@@ -137,6 +138,7 @@ jobflow_pause_queue(PG_FUNCTION_ARGS)
 	text	   *name = queue_name(fcinfo);
 	Oid			owner = queue_owner(fcinfo, 1);
 
+	jf_check_owner_role(owner);
 	PG_RETURN_BOOL(write_queue("INSERT INTO jobflow.queues AS q (owner, name, paused)"
 							   " VALUES ($1, $2, true)"
 							   " ON CONFLICT (owner, name) DO UPDATE"
@@ -179,6 +181,7 @@ jobflow_set_queue(PG_FUNCTION_ARGS)
 	Datum		values[4];
 	char		nulls[4] = {' ', ' ', ' ', ' '};
 
+	jf_check_owner_role(owner);
 	if (!PG_ARGISNULL(1))
 	{
 		int32		max_concurrent = PG_GETARG_INT32(1);

@@ -2,8 +2,8 @@
  *
  * signing.c
  *	  Standard Webhooks 1.0 signatures of callbacks, the SQL functions that
- *	  create, rotate and revoke the signing secrets, and the named secrets
- *	  that header values refer to ({"secret": "name"}).
+ *	  create, rotate and revoke the signing secrets.  The named secrets
+ *	  that header values refer to are secrets.c's.
  *
  * A role with a signing secret has every callback signed: webhook-id
  * ("jf_<installation>_<task id>", the same on every attempt of a task),
@@ -21,12 +21,6 @@
  * statement.  A secret is made here, from pg_strong_random(), so it never
  * appears in a statement's text; it is shown once, as the result of
  * create_signing_secret().  The HMAC and base64 are PostgreSQL's own.
- *
- * Named secrets (jobflow.secrets) follow the same rules: set_secret() and
- * drop_secret() write as the table's owner after checking the caller, the
- * row trigger checks that a task's references exist (and locks them, so a
- * concurrent drop_secret() waits and then sees the task), and the worker
- * substitutes the values when it builds the request.
  *
  *-------------------------------------------------------------------------
  */
@@ -47,6 +41,7 @@
 #include "utils/timestamp.h"
 
 #include "as_owner.h"
+#include "tenant_api.h"
 #include "signing.h"
 
 #define SECRET_PREFIX "whsec_"
@@ -185,30 +180,6 @@ jobflow_webhook_signature(PG_FUNCTION_ARGS)
 												VARSIZE_ANY_EXHDR(body))));
 }
 
-/*
- * The role whose secrets the caller manages: itself by default; another
- * role only when it has that role's privileges, or jobflow_admin's.
- */
-static Oid
-managed_role(FunctionCallInfo fcinfo, int argno)
-{
-	Oid			me = GetUserId();
-	Oid			role = PG_ARGISNULL(argno) ? me : PG_GETARG_OID(argno);
-	Oid			admin = get_role_oid("jobflow_admin", true);
-
-	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("role with OID %u does not exist", role)));
-	if (!has_privs_of_role(me, role) &&
-		!(OidIsValid(admin) && has_privs_of_role(me, admin)))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to manage the secrets of role \"%s\"",
-						GetUserNameFromId(role, false)),
-				 errdetail("Only the role itself and members of jobflow_admin may.")));
-	return role;
-}
 
 
 /*
@@ -221,7 +192,7 @@ PG_FUNCTION_INFO_V1(jobflow_create_signing_secret);
 Datum
 jobflow_create_signing_secret(PG_FUNCTION_ARGS)
 {
-	Oid			role = managed_role(fcinfo, 0);
+	Oid			role = jf_managed_role(fcinfo, 0);
 	Interval   *grace;
 	uint8		raw[SECRET_BYTES];
 	bytea	   *key;
@@ -231,6 +202,7 @@ jobflow_create_signing_secret(PG_FUNCTION_ARGS)
 	Datum		values[3];
 	JfAsOwner	as_owner;
 
+	jf_check_owner_role(role);
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -272,12 +244,13 @@ jobflow_create_signing_secret(PG_FUNCTION_ARGS)
 	if (SPI_execute("LOCK TABLE jobflow.signing_secrets IN SHARE ROW EXCLUSIVE MODE",
 					false, 0) != SPI_OK_UTILITY ||
 		SPI_execute_with_args("DELETE FROM jobflow.signing_secrets"
-							  " WHERE owner = $1 AND expires_at <= pg_catalog.now()",
+							  " WHERE owner OPERATOR(pg_catalog.=) $1"
+							  "   AND expires_at OPERATOR(pg_catalog.<=) pg_catalog.now()",
 							  1, types, values, NULL, false, 0) != SPI_OK_DELETE ||
 		SPI_execute_with_args("UPDATE jobflow.signing_secrets"
-							  "   SET expires_at = pg_catalog.now() + $2"
-							  " WHERE owner = $1 AND (expires_at IS NULL"
-							  "        OR expires_at > pg_catalog.now() + $2)",
+							  "   SET expires_at = pg_catalog.now() OPERATOR(pg_catalog.+) $2"
+							  " WHERE owner OPERATOR(pg_catalog.=) $1 AND (expires_at IS NULL"
+							  "        OR expires_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.+) $2))",
 							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
 		SPI_execute_with_args("INSERT INTO jobflow.signing_secrets (owner, secret)"
 							  " VALUES ($1, $3)",
@@ -298,7 +271,7 @@ PG_FUNCTION_INFO_V1(jobflow_revoke_signing_secret);
 Datum
 jobflow_revoke_signing_secret(PG_FUNCTION_ARGS)
 {
-	Oid			role = managed_role(fcinfo, 0);
+	Oid			role = jf_managed_role(fcinfo, 0);
 	bool		only_previous = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
 	Oid			types[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(role)};
@@ -312,8 +285,8 @@ jobflow_revoke_signing_secret(PG_FUNCTION_ARGS)
 					false, 0) != SPI_OK_UTILITY ||
 		SPI_execute_with_args(only_previous ?
 							  "DELETE FROM jobflow.signing_secrets"
-							  " WHERE owner = $1 AND expires_at IS NOT NULL" :
-							  "DELETE FROM jobflow.signing_secrets WHERE owner = $1",
+							  " WHERE owner OPERATOR(pg_catalog.=) $1 AND expires_at IS NOT NULL" :
+							  "DELETE FROM jobflow.signing_secrets WHERE owner OPERATOR(pg_catalog.=) $1",
 							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not revoke the signing secrets");
 	n = SPI_processed;
@@ -322,190 +295,3 @@ jobflow_revoke_signing_secret(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32((int32) n);
 }
 
-#define SECRET_NAME_MAX 63
-#define SECRET_VALUE_MAX 8192
-
-/* Names: 1 to 63 letters, digits, '_', '-' or '.'; echoed in errors. */
-static void
-check_secret_name(const char *name)
-{
-	int			len = strlen(name);
-	int			i;
-
-	if (len == 0 || len > SECRET_NAME_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("secret name must have 1 to %d characters", SECRET_NAME_MAX)));
-	for (i = 0; i < len; i++)
-		if (!isalnum((unsigned char) name[i]) && strchr("_-.", name[i]) == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid character in secret name at position %d", i + 1),
-					 errdetail("Secret names may contain letters, digits, \"_\", \"-\" and \".\" only.")));
-}
-
-/*
- * jobflow.set_secret(name text, value text, for_role regrole) RETURNS
- * void: stores or replaces a secret that headers may refer to.  The value
- * goes into a header as it is, so it follows the rules of header values;
- * no message ever contains it.
- */
-PG_FUNCTION_INFO_V1(jobflow_set_secret);
-Datum
-jobflow_set_secret(PG_FUNCTION_ARGS)
-{
-	Oid			role = managed_role(fcinfo, 2);
-	char	   *name;
-	text	   *value;
-	const char *v;
-	int			len;
-	int			i;
-	Oid			types[3] = {OIDOID, TEXTOID, TEXTOID};
-	Datum		values[3];
-	JfAsOwner	as_owner;
-
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("secret name and value must not be null")));
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	check_secret_name(name);
-	value = PG_GETARG_TEXT_PP(1);
-	v = VARDATA_ANY(value);
-	len = VARSIZE_ANY_EXHDR(value);
-	if (len == 0 || len > SECRET_VALUE_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("secret value must have 1 to %d bytes", SECRET_VALUE_MAX)));
-	for (i = 0; i < len; i++)
-	{
-		unsigned char c = (unsigned char) v[i];
-
-		if ((c < 0x20 && c != '\t') || c == 0x7f)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("secret value contains a control character"),
-					 errdetail("It is sent as a header value, where carriage returns, line feeds and other control characters could inject headers.")));
-	}
-
-	values[0] = ObjectIdGetDatum(role);
-	values[1] = CStringGetTextDatum(name);
-	values[2] = PointerGetDatum(value);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	jf_as_owner_begin("secrets", &as_owner);
-	if (SPI_execute_with_args("INSERT INTO jobflow.secrets (owner, name, value)"
-							  " VALUES ($1, $2, $3)"
-							  " ON CONFLICT (owner, name) DO UPDATE"
-							  " SET value = excluded.value, updated_at = pg_catalog.clock_timestamp()",
-							  3, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not store the secret");
-	jf_as_owner_end(&as_owner);
-	SPI_finish();
-	PG_RETURN_VOID();
-}
-
-/*
- * jobflow.drop_secret(name text, for_role regrole) RETURNS boolean: true
- * when the secret existed.  Refused while unfinished tasks or cron timers
- * of the role refer to it: their callbacks would go out without it.  The
- * delete comes first: it waits for transactions that are scheduling a
- * task with the secret (the row trigger locks it), and the check after it
- * then sees their tasks.
- */
-PG_FUNCTION_INFO_V1(jobflow_drop_secret);
-Datum
-jobflow_drop_secret(PG_FUNCTION_ARGS)
-{
-	Oid			role = managed_role(fcinfo, 1);
-	char	   *name;
-	Oid			types[2] = {OIDOID, TEXTOID};
-	Datum		values[2];
-	JfAsOwner	as_owner;
-	bool		found;
-	int64		tasks;
-	int64		timers;
-	bool		isnull;
-
-	if (PG_ARGISNULL(0))
-		PG_RETURN_BOOL(false);
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	values[0] = ObjectIdGetDatum(role);
-	values[1] = CStringGetTextDatum(name);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	jf_as_owner_begin("secrets", &as_owner);
-	if (SPI_execute_with_args("DELETE FROM jobflow.secrets WHERE owner = $1 AND name = $2",
-							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not drop the secret");
-	found = SPI_processed > 0;
-	if (found)
-	{
-		if (SPI_execute_with_args("SELECT"
-								  " (SELECT pg_catalog.count(*) FROM jobflow.tasks t"
-								  "   WHERE t.owner = $1 AND t.state IN ('pending', 'running')"
-								  "     AND EXISTS (SELECT 1 FROM pg_catalog.jsonb_each(t.headers) h"
-								  "                  WHERE h.value OPERATOR(pg_catalog.->>) 'secret' = $2)),"
-								  " (SELECT pg_catalog.count(*) FROM jobflow.cron_timers c"
-								  "   WHERE c.owner = $1"
-								  "     AND EXISTS (SELECT 1 FROM pg_catalog.jsonb_each(c.headers) h"
-								  "                  WHERE h.value OPERATOR(pg_catalog.->>) 'secret' = $2))",
-								  2, types, values, NULL, false, 1) != SPI_OK_SELECT ||
-			SPI_processed != 1)
-			elog(ERROR, "could not look for uses of the secret");
-		tasks = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		timers = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-		if (tasks > 0 || timers > 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_IN_USE),
-					 errmsg("secret \"%s\" is in use", name),
-					 errdetail("%lld unfinished task(s) and %lld cron timer(s) refer to it.",
-							   (long long) tasks, (long long) timers),
-					 errhint("Cancel those tasks and change those timers first, or give the secret a new value with jobflow.set_secret().")));
-	}
-	jf_as_owner_end(&as_owner);
-	SPI_finish();
-	PG_RETURN_BOOL(found);
-}
-
-/*
- * The row trigger's check of a task's (or timer's) secret references: each
- * must name a secret of the owner.  The secret rows are locked (KEY SHARE)
- * until the end of the transaction, so drop_secret() waits for it.
- */
-void
-jf_check_secret_refs(List *names, Oid owner)
-{
-	Oid			types[2] = {OIDOID, TEXTOID};
-	Datum		values[2];
-	JfAsOwner	as_owner;
-	ListCell   *lc;
-
-	if (!OidIsValid(get_relname_relid("secrets", get_namespace_oid("jobflow", false))))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("header secrets need jobflow 0.2.0"),
-				 errhint("Run ALTER EXTENSION jobflow UPDATE.")));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	jf_as_owner_begin("secrets", &as_owner);
-	values[0] = ObjectIdGetDatum(owner);
-	foreach(lc, names)
-	{
-		char	   *name = (char *) lfirst(lc);
-
-		values[1] = CStringGetTextDatum(name);
-		if (SPI_execute_with_args("SELECT 1 FROM jobflow.secrets"
-								  " WHERE owner = $1 AND name = $2 FOR KEY SHARE",
-								  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "could not look up a secret");
-		if (SPI_processed == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("secret \"%s\" does not exist", name),
-					 errhint("Store it first with jobflow.set_secret('%s', ...), as the role the task belongs to.",
-							 name)));
-	}
-	jf_as_owner_end(&as_owner);
-	SPI_finish();
-}

@@ -1,8 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * signing.h
- *	  Standard Webhooks signatures of callbacks, and the secrets that
- *	  headers refer to (signing.c).
+ *	  Standard Webhooks signatures of callbacks (signing.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -24,7 +23,5 @@ extern const char **jf_sign_headers(const char *const *headers, int *nheaders,
 									ArrayType *keys, const char *installation,
 									int64 task_id, const char *body,
 									size_t body_len);
-
-extern void jf_check_secret_refs(List *names, Oid owner);
 
 #endif							/* JOBFLOW_SIGNING_H */

@@ -17,8 +17,9 @@
 #include "jobflow.h"
 #include "task_check.h"
 #include "prepared.h"
-#include "signing.h"
+#include "secrets.h"
 #include "compat.h"
+#include "tenant_api.h"
 
 #include "access/detoast.h"
 #include "access/htup_details.h"
@@ -83,7 +84,6 @@ static const char *const reserved_headers[] = {
 };
 
 static void lookup_columns(Relation rel, TaskColumns *cols);
-static void check_url(const char *url);
 static void check_ipv6_host(const char *start, const char *end);
 static void check_name_host(const char *start, const char *end);
 static void check_queue(const char *queue);
@@ -217,8 +217,8 @@ lookup_columns(Relation rel, TaskColumns *cols)
  * libcurl.  This is deliberately stricter than RFC 3986: callback URLs are
  * machine-made, and an odd one is more likely an attack than a need.
  */
-static void
-check_url(const char *url)
+void
+jf_check_url(const char *url)
 {
 	const char *p;
 	const char *authority;
@@ -319,7 +319,7 @@ check_url(const char *url)
 /*
  * An IP-literal of RFC 3986 must hold an IPv6 address: inet_pton() is the
  * grammar of RFC 4291 section 2.2.  IPvFuture and zone identifiers (RFC
- * 6874) are refused by the character scan in check_url already.
+ * 6874) are refused by the character scan in jf_check_url already.
  */
 static void
 check_ipv6_host(const char *start, const char *end)
@@ -653,7 +653,7 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("callback URL must not be null")));
-	check_url(TextDatumGetCString(d));
+	jf_check_url(TextDatumGetCString(d));
 
 	d = get_column(tuple, desc, cols->method, &isnull);
 	if (isnull)
@@ -764,7 +764,12 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 	d = get_column(tuple, desc, cols->owner, &isnull);
 	owner = isnull ? GetUserId() : DatumGetObjectId(d);
 	if (secret_refs != NIL)
-		jf_check_secret_refs(secret_refs, owner);
+	{
+		bool		url_null;
+
+		jf_check_secret_refs(secret_refs, owner,
+							 TextDatumGetCString(get_column(tuple, desc, cols->url, &url_null)));
+	}
 	if (!is_insert)
 		return;
 	if (isnull)
@@ -778,6 +783,9 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 				 errmsg("permission denied to schedule a task for role \"%s\"",
 						GetUserNameFromId(DatumGetObjectId(d), true) ?
 						GetUserNameFromId(DatumGetObjectId(d), true) : "?")));
+	/* the worker inserts occurrences of timers already checked */
+	if (!jobflow_am_worker)
+		jf_check_owner_role(owner);
 }
 
 static const char *

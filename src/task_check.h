@@ -35,6 +35,12 @@ extern void jobflow_check_request_row(HeapTuple tuple, TupleDesc desc,
 extern void jobflow_require_trigger(FunctionCallInfo fcinfo, const char *funcname,
 									bool before, bool row, const char *relname);
 
+/*
+ * Refuse a callback URL that is not an absolute http(s) URL with a valid
+ * host and nothing that could smuggle a request line or credentials.
+ */
+extern void jf_check_url(const char *url);
+
 /* Refuse (22023) a queue name that is NULL, empty, too long or unprintable. */
 extern void jobflow_check_queue_name(text *name);
 

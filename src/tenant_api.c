@@ -22,6 +22,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "catalog/catalog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
@@ -29,17 +30,22 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "utils/acl.h"
 #include "utils/guc.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "as_owner.h"
 #include "jobflow.h"
+#include "tenant_api.h"
 
 /*
  * Become the owner of jobflow.<relname>, in a restricted security context
- * (see as_owner.h).  An ERROR aborts the transaction, which restores the
- * caller; jf_as_owner_end does it otherwise.
+ * and with search_path pinned to pg_catalog, pg_temp (see as_owner.h): the
+ * statements that follow are planned as the owner, and an operator the
+ * caller planted in a schema of its path would run as the owner.  An ERROR
+ * aborts the (sub)transaction, which restores the caller and the setting;
+ * jf_as_owner_end does it otherwise.
  */
 void
 jf_as_owner_begin(const char *relname, JfAsOwner *s)
@@ -53,6 +59,9 @@ jf_as_owner_begin(const char *relname, JfAsOwner *s)
 		elog(ERROR, "cache lookup failed for relation %u", relid);
 	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
 	ReleaseSysCache(tup);
+	s->save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	GetUserIdAndSecContext(&s->save_userid, &s->save_sec_context);
 	SetUserIdAndSecContext(owner, s->save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
@@ -62,6 +71,74 @@ void
 jf_as_owner_end(const JfAsOwner *s)
 {
 	SetUserIdAndSecContext(s->save_userid, s->save_sec_context);
+	AtEOXact_GUC(true, s->save_nestlevel);
+}
+
+/*
+ * A role every tenant holds cannot own anything of jobflow's: jobflow_user
+ * (every application is a member), jobflow_monitor and jobflow_admin, the
+ * predefined pg_* roles, and any role one of jobflow's roles is a member
+ * of (its members hold it too).  Tasks owned by such a role would be every
+ * tenant's to read (URL, headers), cancel and rewrite, its secrets every
+ * tenant's to send, and it would be a second share of the worker for
+ * whoever used it.  A group role an administrator made on purpose may own
+ * tasks: its members share them, as they share its tables.
+ */
+void
+jf_check_owner_role(Oid role)
+{
+	static const char *const shared[] = {"jobflow_user", "jobflow_monitor", "jobflow_admin"};
+	const char *name = GetUserNameFromId(role, true);
+	int			i;
+
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role with OID %u does not exist", role)));
+	if (IsReservedName(name))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("predefined role \"%s\" cannot own jobflow tasks, timers, secrets or queues", name),
+				 errhint("Schedule as the application's own role.")));
+	for (i = 0; i < lengthof(shared); i++)
+	{
+		Oid			s = get_role_oid(shared[i], true);
+
+		if (!OidIsValid(s) || !(s == role || is_member_of_role_nosuper(s, role)))
+			continue;
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role \"%s\" cannot own jobflow tasks, timers, secrets or queues", name),
+				 s == role ?
+				 errdetail("Every tenant holds role \"%s\": what it owned would be every tenant's to see and change.", name) :
+				 errdetail("Role \"%s\" is a member of it, so every tenant holds it: what it owned would be every tenant's to see and change.", shared[i]),
+				 errhint("Schedule as the application's own role (RESET ROLE, or SET ROLE to a role of the application).")));
+	}
+}
+
+/*
+ * The role whose secrets the caller manages: itself by default; another
+ * role only when it has that role's privileges, or jobflow_admin's.
+ */
+Oid
+jf_managed_role(FunctionCallInfo fcinfo, int argno)
+{
+	Oid			me = GetUserId();
+	Oid			role = PG_ARGISNULL(argno) ? me : PG_GETARG_OID(argno);
+	Oid			admin = get_role_oid("jobflow_admin", true);
+
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role with OID %u does not exist", role)));
+	if (!has_privs_of_role(me, role) &&
+		!(OidIsValid(admin) && has_privs_of_role(me, admin)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to manage the secrets of role \"%s\"",
+						GetUserNameFromId(role, false)),
+				 errdetail("Only the role itself and members of jobflow_admin may.")));
+	return role;
 }
 
 /*
@@ -154,7 +231,8 @@ jobflow_replace_task(PG_FUNCTION_ARGS)
 
 	/* as the caller: row-level security decides which tasks it may change */
 	if (SPI_execute_with_args("SELECT 1 FROM jobflow.tasks"
-							  " WHERE id = $1 AND state = 'pending' FOR UPDATE",
+							  " WHERE id OPERATOR(pg_catalog.=) $1"
+							  "   AND state OPERATOR(pg_catalog.=) 'pending' FOR UPDATE",
 							  1, types, values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not check the task");
 	found = SPI_processed > 0;
@@ -166,7 +244,8 @@ jobflow_replace_task(PG_FUNCTION_ARGS)
 								  " body = $4, content_type = $5, headers = $6,"
 								  " method = $7, timeout_ms = $8, max_attempts = $9,"
 								  " queue = $10, body_bytes = $11, updated_at = pg_catalog.now()"
-								  " WHERE id = $1 AND state = 'pending'",
+								  " WHERE id OPERATOR(pg_catalog.=) $1"
+								  "   AND state OPERATOR(pg_catalog.=) 'pending'",
 								  11, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not replace the task");
 		found = SPI_processed > 0;
@@ -238,13 +317,15 @@ jobflow_retry(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	/* as the caller: row-level security decides which tasks it may see */
 	if (SPI_execute_with_args("SELECT 1 FROM jobflow.tasks"
-							  " WHERE id = $1 AND state IN ('failed', 'cancelled')",
+							  " WHERE id OPERATOR(pg_catalog.=) $1"
+							  "   AND state OPERATOR(pg_catalog.=) ANY ('{failed,cancelled}')",
 							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not check the task");
 	found = SPI_processed > 0;
 	if (found)
 		found = update_tasks_as_owner("UPDATE jobflow.tasks SET state = 'pending', run_at = $2"
-									  " WHERE id = $1 AND state IN ('failed', 'cancelled')",
+									  " WHERE id OPERATOR(pg_catalog.=) $1"
+									  "   AND state OPERATOR(pg_catalog.=) ANY ('{failed,cancelled}')",
 									  2, types, values, NULL) > 0;
 	SPI_finish();
 	PG_RETURN_BOOL(found);
@@ -278,9 +359,9 @@ jobflow_retry_failed(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	/* as the caller: row-level security decides which tasks it may see */
 	if (SPI_execute_with_args("SELECT pg_catalog.array_agg(id) FROM jobflow.tasks"
-							  " WHERE state = 'failed'"
-							  "   AND ($1 IS NULL OR queue = $1)"
-							  "   AND ($2 IS NULL OR updated_at >= $2)",
+							  " WHERE state OPERATOR(pg_catalog.=) 'failed'"
+							  "   AND ($1 IS NULL OR queue OPERATOR(pg_catalog.=) $1)"
+							  "   AND ($2 IS NULL OR updated_at OPERATOR(pg_catalog.>=) $2)",
 							  2, types, values, nulls, true, 0) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "could not look for failed tasks");
@@ -288,7 +369,8 @@ jobflow_retry_failed(PG_FUNCTION_ARGS)
 	if (!isnull)
 		n = update_tasks_as_owner("UPDATE jobflow.tasks SET state = 'pending',"
 								  " run_at = pg_catalog.now()"
-								  " WHERE id = ANY($1) AND state = 'failed'",
+								  " WHERE id OPERATOR(pg_catalog.=) ANY ($1)"
+								  "   AND state OPERATOR(pg_catalog.=) 'failed'",
 								  1, idtypes, ids, NULL);
 	SPI_finish();
 	PG_RETURN_INT64((int64) n);

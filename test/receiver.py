@@ -4,8 +4,9 @@
 # receiver.py
 #	  Local HTTP receiver for jobflow's tests, demo and benchmarks.
 #
-# Standard library only.  Listens on 127.0.0.1 and nowhere else.  What it
-# answers is decided by the path and query alone, so a test needs no setup:
+# Standard library only.  Listens on 127.0.0.1 (or ::1 with --host ::1) and
+# nowhere else.  What it answers is decided by the path and query alone, so
+# a test needs no setup:
 #
 #   /ok                      200 "ok"
 #   /status/N[?retry_after=V] status N (with Retry-After: V if given)
@@ -18,6 +19,10 @@
 #                            X-Jobflow-Task-Id, then 200
 #   /echo                    200 with the request body echoed back
 #   /big[?size=BYTES]        a 1 MB (or BYTES) response
+#   /stream[?status=N][&seconds=S]  status N (200), then a chunked body of
+#                            1 kB chunks every 10 ms that ends after S
+#                            seconds (120) or when the client goes away;
+#                            the thread never outlives either
 #   /redirect?to=URL[&status=N]  302 (or N) to URL
 #   GET  /_requests          JSON list of the requests received
 #   POST /_reset             forget them
@@ -40,6 +45,7 @@ import base64
 import json
 import os
 import select
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -180,11 +186,33 @@ class Handler(BaseHTTPRequestHandler):
         elif kind == "big":
             size = int(query.get("size", ["1048576"])[0])
             self.reply(200, b"x" * size)
+        elif kind == "stream":
+            self.stream(int(query.get("status", ["200"])[0]),
+                        float(query.get("seconds", ["120"])[0]))
         elif kind == "redirect" and "to" in query:
             status = int(query.get("status", ["302"])[0])
             self.reply(status, "", {"Location": query["to"][0]})
         else:
             self.reply(404, "not found")
+
+    def stream(self, status, seconds):
+        # An endless answer as far as the client can tell: headers at once,
+        # then body chunks until the time is up or the client hangs up.
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        chunk = b"%x\r\n%s\r\n" % (1024, b"x" * 1024)
+        deadline = time.time() + seconds
+        try:
+            self.wfile.flush()
+            while time.time() < deadline:
+                self.wfile.write(chunk)
+                self.wfile.flush()
+                time.sleep(0.01)
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            self.close_connection = True
 
     def hang(self):
         # Never answer; return once the peer closes so threads do not pile
@@ -219,12 +247,16 @@ def main():
     ap = argparse.ArgumentParser(description="jobflow test HTTP receiver")
     ap.add_argument("--port", type=int, default=0, help="0 = pick a free port")
     ap.add_argument("--port-file", help="write the chosen port here")
+    ap.add_argument("--host", default="127.0.0.1", choices=("127.0.0.1", "::1"),
+                    help="the loopback address to listen on")
     ap.add_argument("--log", help="append one JSON line per request")
     args = ap.parse_args()
 
     if args.log:
         log_file = open(args.log, "a", encoding="utf-8")
-    server = Server(("127.0.0.1", args.port), Handler)
+    if args.host == "::1":
+        Server.address_family = socket.AF_INET6
+    server = Server((args.host, args.port), Handler)
     port = server.server_address[1]
     if args.port_file:
         tmp = args.port_file + ".tmp"

@@ -7,11 +7,16 @@
 # scripts/test.sh, which exports PGHOST, PGPORT, PGUSER, PGDATABASE,
 # JOBFLOW_PGDATA, JOBFLOW_PGBIN and JOBFLOW_RUN_USER) and a real HTTP
 # receiver (test/receiver.py) on 127.0.0.1, started once per session.
+# The cluster is configured with jobflow.allow_networks = '127.0.0.0/8,
+# ::1/128' (loopback is denied by default): a test of the deny lists sets
+# both lists itself and resets them (set_guc(conn, name, None)).
 #
 # Fixtures:
 #   receiver   session: the running receiver (Receiver below): url(),
 #              unique_url(), requests(), tagged(), reset(), wait_for().
 #   second_receiver  another receiver process, for one test.
+#   receiver6  a receiver on ::1 (url() gives http://[::1]:port/...), for
+#              one test.
 #   new_role   factory: new_role() -> name of a fresh LOGIN role granted
 #              jobflow_user; its tasks, log rows and timers are deleted,
 #              and it is dropped, when the test ends.
@@ -79,19 +84,21 @@ def _env(name):
 # -------------------------------------------------------------------------
 
 class Receiver:
-    """test/receiver.py running on 127.0.0.1 for the whole session."""
+    """test/receiver.py running on 127.0.0.1 (or [::1]) for the whole
+    session."""
 
-    def __init__(self, proc, port):
+    def __init__(self, proc, port, host="127.0.0.1"):
         self.proc = proc
         self.port = port
-        self.base = "http://127.0.0.1:%d" % port
+        self.host = "[%s]" % host if ":" in host else host
+        self.base = "http://%s:%d" % (self.host, port)
 
-    def url(self, path, host="127.0.0.1"):
+    def url(self, path, host=None):
         """URL of path on the receiver; host may be "localhost" (same
         socket, a different host key for jobflow's per-host caps)."""
-        return "http://%s:%d%s" % (host, self.port, path)
+        return "http://%s:%d%s" % (host or self.host, self.port, path)
 
-    def unique_url(self, path="/ok", host="127.0.0.1"):
+    def unique_url(self, path="/ok", host=None):
         """(url, tag): path with ?t=<uuid> (or &t=) so that this test's
         requests can be told apart from every other test's."""
         tag = uuid.uuid4().hex
@@ -133,12 +140,12 @@ class Receiver:
             time.sleep(interval)
 
 
-def start_receiver(directory):
-    """Start test/receiver.py on 127.0.0.1 (free port), writing its port
-    file in directory; the caller kills rec.proc."""
+def start_receiver(directory, host="127.0.0.1"):
+    """Start test/receiver.py on 127.0.0.1 or ::1 (free port), writing its
+    port file in directory; the caller kills rec.proc."""
     port_file = directory / "port"
     proc = subprocess.Popen([sys.executable, RECEIVER, "--port", "0",
-                             "--port-file", str(port_file)],
+                             "--port-file", str(port_file), "--host", host],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 10
     while not port_file.exists() or not port_file.read_text().strip():
@@ -148,7 +155,7 @@ def start_receiver(directory):
             proc.kill()
             pytest.exit("receiver did not write its port file", returncode=2)
         time.sleep(0.02)
-    return Receiver(proc, int(port_file.read_text().strip()))
+    return Receiver(proc, int(port_file.read_text().strip()), host)
 
 
 def _stop_receiver(rec):
@@ -187,6 +194,18 @@ def second_receiver(tmp_path):
     """Another receiver process, for one test: load sent there does not
     slow down the shared one."""
     rec = start_receiver(tmp_path)
+    try:
+        yield rec
+    finally:
+        _stop_receiver(rec)
+
+
+@pytest.fixture
+def receiver6(tmp_path):
+    """A receiver on ::1, for one test."""
+    directory = tmp_path / "receiver6"     # second_receiver may use tmp_path
+    directory.mkdir()
+    rec = start_receiver(directory, host="::1")
     try:
         yield rec
     finally:

@@ -49,6 +49,8 @@ class Node:
             "unix_socket_directories = '%s'" % self.sock,
             "shared_preload_libraries = 'jobflow'",
             "fsync = off",
+            # the receiver is on loopback
+            "jobflow.allow_networks = '127.0.0.0/8, ::1/128'",
         ]
         conf = os.path.join(self.data, "postgresql.conf")
         subprocess.run((["runuser", "-u", RUN_USER, "--"] if os.geteuid() == 0 else [])

@@ -1,7 +1,8 @@
 # -------------------------------------------------------------------------
 #
 # test_hosts.py
-#     A host that never answers does not hold up callbacks to other hosts.
+#     A host that never answers does not hold up callbacks to other hosts;
+#     one that never stops answering does not hold its request slot.
 #
 # jobflow.max_requests_per_host is lowered (ALTER SYSTEM + reload) so that
 # a few /hang requests to 127.0.0.1 saturate that host; tasks for
@@ -60,6 +61,38 @@ def test_hanging_host_does_not_delay_other_hosts(db, receiver, server, low_host_
     for i in hang_ids:
         log = task_log(db, i)
         assert len(log) == 1 and "timed out" in log[0]["error"].lower(), log
+
+
+def test_endless_body_frees_its_slot(db, second_receiver, server):
+    """Issue 20, item 8: a receiver that sends its status and then streams
+    a body without end.  The worker keeps the excerpt, stops reading and
+    frees the slot: the task ends with the receiver's status long before
+    its 60 s timeout, and a task to the same origin behind it (one request
+    per host) is not held up.  Before, both waited for the timeout."""
+    server.set_guc(db, "jobflow.max_requests_per_host", 1)
+    time.sleep(0.5)
+    try:
+        start = time.time()
+        url, tag = second_receiver.unique_url("/stream?seconds=90")
+        endless = schedule(db, url, timeout_ms=60000, max_attempts=1)
+        second_receiver.wait_for(lambda r: ("t=" + tag) in r["query"], n=1, timeout=10)
+        url404, tag404 = second_receiver.unique_url("/stream?status=404&seconds=90")
+        failing = schedule(db, url404, timeout_ms=60000, max_attempts=3)
+        ok_url, ok_tag = second_receiver.unique_url("/ok")
+        after = schedule(db, ok_url)
+        states = wait_final(db, [endless, failing, after], timeout=30)
+        assert time.time() - start < 30
+        assert states == {endless: "succeeded", failing: "failed", after: "succeeded"}
+        log = task_log(db, endless)
+        assert len(log) == 1 and log[0]["http_status"] == 200 and log[0]["error"] is None, log
+        assert log[0]["response"] == "x" * 4096
+        # the outcome is the status's, as for any answer: 404 is final
+        log = task_log(db, failing)
+        assert len(log) == 1 and log[0]["http_status"] == 404, log
+        assert log[0]["error"] == "HTTP status 404"
+        assert len(second_receiver.tagged(ok_tag)) == 1
+    finally:
+        server.set_guc(db, "jobflow.max_requests_per_host", None)
 
 
 def _wheel_bytes(db):

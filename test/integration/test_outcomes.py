@@ -2,9 +2,10 @@
 #
 # test_outcomes.py
 #     Outcome notifications (issue 11, item 4): tasks scheduled with
-#     notify => true are announced on jobflow_outcome when they finish, in
-#     batches ("<id>:<state>" separated by spaces), at the commit of the
-#     outcome write; retries are not announced, other tasks never.
+#     notify => true are announced on their owner's channel
+#     (jobflow.outcome_channel()) when they finish, in batches ("<id>:<state>"
+#     separated by spaces), at the commit of the outcome write; retries are
+#     not announced, other tasks never.
 #
 # -------------------------------------------------------------------------
 
@@ -14,8 +15,16 @@ import time
 from conftest import query, wait_final
 
 
-def collect(conn, until, timeout=30.0):
-    """Notifications on conn until until(seen) or timeout: list of payloads."""
+def listen(conn):
+    """LISTEN on the channel of conn's role; the channel's name."""
+    channel = query(conn, "SELECT jobflow.outcome_channel() AS c")[0]["c"]
+    conn.cursor().execute('LISTEN "%s"' % channel)
+    return channel
+
+
+def collect(conn, channel, until, timeout=30.0):
+    """Notifications on channel until until(seen) or timeout: list of
+    payloads."""
     payloads = []
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -23,7 +32,7 @@ def collect(conn, until, timeout=30.0):
             conn.poll()
             while conn.notifies:
                 n = conn.notifies.pop(0)
-                if n.channel == "jobflow_outcome":
+                if n.channel == channel:
                     payloads.append(n.payload)
         if until(payloads):
             break
@@ -41,7 +50,7 @@ def parse(payloads):
 
 def test_outcomes_are_announced_in_batches(connect, receiver):
     listener = connect()
-    listener.cursor().execute("LISTEN jobflow_outcome")
+    channel = listen(listener)
     db = connect()
     ok, tag = receiver.unique_url("/ok")
     bad, _ = receiver.unique_url("/status/404")
@@ -54,7 +63,7 @@ def test_outcomes_are_announced_in_batches(connect, receiver):
     retried = query(db, "SELECT jobflow.schedule(%s, notify => true) AS id", (flaky,))[0]["id"]
     silent = query(db, "SELECT jobflow.schedule(%s) AS id", (quiet,))[0]["id"]
     wanted = set(good) | {failed, retried}
-    payloads = collect(listener, lambda p: wanted <= set(parse(p)))
+    payloads = collect(listener, channel, lambda p: wanted <= set(parse(p)))
     seen = parse(payloads)
     assert wanted <= set(seen), "not announced: %s" % (wanted - set(seen))
     assert all(seen[i] == "succeeded" for i in good)
@@ -62,7 +71,7 @@ def test_outcomes_are_announced_in_batches(connect, receiver):
     assert seen[retried] == "succeeded"     # announced once, when it finished
     assert sum(p.count("%d:" % retried) for p in payloads) == 1
     wait_final(db, [silent])
-    payloads += collect(listener, lambda p: False, timeout=1.0)
+    payloads += collect(listener, channel, lambda p: False, timeout=1.0)
     assert silent not in parse(payloads)
     # batched: 40 tasks due together come in far fewer notifications
     assert len([p for p in payloads if any(("%d:" % i) in p for i in good)]) <= 10, payloads

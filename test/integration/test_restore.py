@@ -179,7 +179,8 @@ def template(server, tmp_path_factory):
     with open(os.path.join(data, "postgresql.conf"), "a") as f:
         f.write("listen_addresses = ''\nshared_preload_libraries = 'jobflow'\n"
                 "fsync = off\n"
-                "jobflow.reconcile_interval = 1s\nlog_line_prefix = '%m [%p] %q%a '\n")
+                "jobflow.reconcile_interval = 1s\nlog_line_prefix = '%m [%p] %q%a '\n"
+                "jobflow.allow_networks = '127.0.0.0/8, ::1/128'\n")
     yield data
     shutil.rmtree(base, ignore_errors=True)
 

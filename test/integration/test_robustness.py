@@ -216,6 +216,8 @@ def test_denied_networks_are_never_called(connect, receiver, server):
             cur.execute("ALTER SYSTEM SET jobflow.deny_networks = '10.0.0.0/8, nonsense'")
         assert err.value.pgcode == "22023"
     server.set_guc(db, "jobflow.deny_networks", "127.0.0.2/32")
+    # the test cluster allows loopback (jobflow.allow_networks)
+    server.set_guc(db, "jobflow.allow_networks", "")
     try:
         time.sleep(0.5)
         denied = schedule(db, "http://127.0.0.2:%d/ok" % receiver.port, max_attempts=3)
@@ -228,6 +230,7 @@ def test_denied_networks_are_never_called(connect, receiver, server):
         assert "deny_networks" in log[0]["error"]
     finally:
         server.set_guc(db, "jobflow.deny_networks", None)
+        server.set_guc(db, "jobflow.allow_networks", None)
 
 
 def test_outcome_that_cannot_be_written_is_rescued(db, receiver):

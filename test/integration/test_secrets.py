@@ -45,14 +45,21 @@ def as_role(conn, role, sql, args=None):
 
 
 AUTH = json.dumps({"Authorization": {"secret": "stripe"}, "X-Test": "plain"})
+# where the tasks below that need no receiver are sent (a closed port)
+NOWHERE = "http://127.0.0.1:9"
+
+
+def origin_of(url):
+    """scheme://host:port of a receiver URL, as secrets are bound to."""
+    return "/".join(url.split("/")[:3])
 
 
 def test_secret_is_substituted_and_never_stored(db, receiver, tenants):
     alice = tenants[0]
     value = "Bearer sk_test_%s" % uuid.uuid4().hex
-    # a bind parameter: the value is in no statement text
-    as_role(db, alice, "SELECT jobflow.set_secret('stripe', %s)", (value,))
     url, tag = receiver.unique_url()
+    # a bind parameter: the value is in no statement text
+    as_role(db, alice, "SELECT jobflow.set_secret('stripe', %s, ARRAY[%s])", (value, origin_of(url)))
     task = as_role(db, alice, "SELECT jobflow.schedule(%s, headers => %s::jsonb)", (url, AUTH))
     wait_final(db, [task])
     req = receiver.wait_for(lambda r: ("t=" + tag) in r["query"])[-1]
@@ -65,7 +72,7 @@ def test_secret_is_substituted_and_never_stored(db, receiver, tenants):
                      ("%" + value + "%",))
     # replaced: the next callback sends the new value
     value2 = value + "-2"
-    as_role(db, alice, "SELECT jobflow.set_secret('stripe', %s)", (value2,))
+    as_role(db, alice, "SELECT jobflow.set_secret('stripe', %s, ARRAY[%s])", (value2, origin_of(url)))
     url, tag = receiver.unique_url()
     task = as_role(db, alice, "SELECT jobflow.schedule(%s, headers => %s::jsonb)", (url, AUTH))
     wait_final(db, [task])
@@ -74,7 +81,7 @@ def test_secret_is_substituted_and_never_stored(db, receiver, tenants):
 
 def test_nobody_reads_a_secret_back(db, tenants):
     alice = tenants[0]
-    as_role(db, alice, "SELECT jobflow.set_secret('k', 'v-secret-value')")
+    as_role(db, alice, "SELECT jobflow.set_secret('k', 'v-secret-value', ARRAY[%s])", (NOWHERE,))
     with db.cursor() as cur:
         cur.execute("SET ROLE %s" % alice)
         with pytest.raises(psycopg2.errors.InsufficientPrivilege):
@@ -92,7 +99,7 @@ def test_nobody_reads_a_secret_back(db, tenants):
 
 def test_missing_or_foreign_secret_fails_at_schedule(db, tenants):
     alice, bob = tenants
-    as_role(db, alice, "SELECT jobflow.set_secret('stripe', 'a')")
+    as_role(db, alice, "SELECT jobflow.set_secret('stripe', 'a', ARRAY[%s])", (NOWHERE,))
     with pytest.raises(psycopg2.errors.UndefinedObject) as e:
         as_role(db, bob, "SELECT jobflow.schedule('http://127.0.0.1:9/x', headers => %s::jsonb)", (AUTH,))
     assert 'secret "stripe" does not exist' in str(e.value)
@@ -102,16 +109,17 @@ def test_missing_or_foreign_secret_fails_at_schedule(db, tenants):
                            " headers => '{\"A\": {\"secret\": \"stripe\", \"x\": 1}}')")
     db.cursor().execute("RESET ROLE")
     with pytest.raises(psycopg2.errors.InvalidParameterValue) as e:
-        as_role(db, alice, "SELECT jobflow.set_secret('bad', %s)", ("line\r\nX-Injected: 1",))
+        as_role(db, alice, "SELECT jobflow.set_secret('bad', %s, ARRAY[%s])",
+                ("line\r\nX-Injected: 1", NOWHERE))
     assert "X-Injected" not in str(e.value)
     db.cursor().execute("RESET ROLE")
     with pytest.raises(psycopg2.errors.InsufficientPrivilege):
-        as_role(db, bob, "SELECT jobflow.set_secret('stripe', 'b', %s)", (alice,))
+        as_role(db, bob, "SELECT jobflow.set_secret('stripe', 'b', ARRAY[%s], %s)", (NOWHERE, alice))
 
 
 def test_secret_in_use_cannot_be_dropped(db, tenants):
     alice = tenants[0]
-    as_role(db, alice, "SELECT jobflow.set_secret('stripe', 'a')")
+    as_role(db, alice, "SELECT jobflow.set_secret('stripe', 'a', ARRAY[%s])", (NOWHERE,))
     task = as_role(db, alice, "SELECT jobflow.schedule('http://127.0.0.1:9/x',"
                               " run_at => now() + interval '1 hour', headers => %s::jsonb)", (AUTH,))
     with pytest.raises(psycopg2.errors.ObjectInUse):
@@ -128,7 +136,7 @@ def test_drop_racing_with_schedule(connect, tenants):
     alice = tenants[0]
     first = connect(autocommit=False)
     second = connect()
-    as_role(second, alice, "SELECT jobflow.set_secret('stripe', 'a')")
+    as_role(second, alice, "SELECT jobflow.set_secret('stripe', 'a', ARRAY[%s])", (NOWHERE,))
     task = as_role(first, alice, "SELECT jobflow.schedule('http://127.0.0.1:9/x',"
                                  " run_at => now() + interval '1 hour', headers => %s::jsonb)", (AUTH,))
     result = {}

@@ -57,10 +57,13 @@ def test_versions_agree():
     assert m["version"] == version
     assert m["provides"]["jobflow"]["version"] == version
     assert re.search(r'#define JOBFLOW_VERSION "%s"' % re.escape(version), read("src/jobflow.h"))
-    # the upgrade script to the default version exists and is installed
-    script = "jobflow--0.1.0--%s.sql" % version
-    assert os.path.isfile(os.path.join(REPO, script))
-    assert script in read("Makefile")
+    # an update script to the default version exists and is installed, and
+    # the Makefile makes the fresh install script of that version
+    scripts = [f for f in os.listdir(REPO) if re.match(r"^jobflow--[\d.]+--%s\.sql$" % re.escape(version), f)]
+    assert scripts, "no update script to %s" % version
+    for script in scripts:
+        assert script in read("Makefile")
+    assert re.search(r"^DATA_built = jobflow--%s\.sql$" % re.escape(version), read("Makefile"), re.M)
 
 
 def test_debian_changelog_version():

@@ -1,0 +1,22 @@
+/*-------------------------------------------------------------------------
+ *
+ * secrets.h
+ *	  Named secrets of header values, bound to origins (secrets.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef JOBFLOW_SECRETS_H
+#define JOBFLOW_SECRETS_H
+
+#include "postgres.h"
+
+#include "nodes/pg_list.h"
+
+/*
+ * ERROR unless each name in names is a secret of owner that may be sent
+ * to the origin of url; locks those secrets until the end of the
+ * transaction.
+ */
+extern void jf_check_secret_refs(List *names, Oid owner, const char *url);
+
+#endif							/* JOBFLOW_SECRETS_H */

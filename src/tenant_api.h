@@ -1,0 +1,25 @@
+/*-------------------------------------------------------------------------
+ *
+ * tenant_api.h
+ *	  Rules of the tenant boundary that several entry points share.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef JOBFLOW_TENANT_API_H
+#define JOBFLOW_TENANT_API_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+
+/* ERROR unless role may own tasks, timers, secrets, signing keys, queues */
+extern void jf_check_owner_role(Oid role);
+
+/*
+ * The role whose secrets the caller manages (argument argno, the caller
+ * when NULL): itself, a role it has the privileges of, or any role for
+ * members of jobflow_admin.
+ */
+extern Oid	jf_managed_role(FunctionCallInfo fcinfo, int argno);
+
+#endif							/* JOBFLOW_TENANT_API_H */
