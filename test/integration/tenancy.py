@@ -36,12 +36,18 @@ OWNED_TABLES = ("cron_timers", "tasks", "task_log", "queues", "secrets", "signin
 
 def set_secret_sql(name, value, for_role=None):
     """The SQL these tests store a header secret with, taking the named
-    parameters name and value (and for_role): the one place to change when
-    jobflow.set_secret() takes more (e.g. the origins a secret may go to)."""
-    sql = "SELECT jobflow.set_secret(%%(%s)s, %%(%s)s" % (name, value)
+    parameters name and value (and for_role), and origins: the list of
+    origins the secret may go to (the receiver's, origin_of()).  The one
+    place to change when jobflow.set_secret() changes again."""
+    sql = "SELECT jobflow.set_secret(%%(%s)s, %%(%s)s, origins => %%(origins)s" % (name, value)
     if for_role is not None:
         sql += ", for_role => %%(%s)s::regrole" % for_role
     return sql + ")"
+
+
+def origin_of(url):
+    """scheme://host:port of a URL (a secret's origin)."""
+    return "/".join(url.split("/")[:3])
 
 
 def connect(dbname, user=None, autocommit=True):

@@ -75,7 +75,7 @@ import psycopg2.extensions
 import pytest
 
 from conftest import REPO, wait_final
-from tenancy import KIND_IDS, KINDS, Target, rows, set_secret_sql, value
+from tenancy import KIND_IDS, KINDS, Target, origin_of, rows, set_secret_sql, value
 
 OPERATORS = ["=", "<>", "<", ">", "<=", ">=", "->>", "->", "@>", "?", "||", "~~", "+", "-"]
 
@@ -587,6 +587,14 @@ TENANT_CALLS = [
          "SELECT jobflow.drop_secret(%(secret2)s, for_role => %(me)s::regrole)"),
     Call("worker_status", F("worker_status"), "SELECT * FROM jobflow.worker_status()",
          must="succeed"),
+    Call("outcome_channel", F("outcome_channel"), "SELECT jobflow.outcome_channel()",
+         must="succeed"),
+    Call("outcome_channel for_role itself", F("outcome_channel"),
+         "SELECT jobflow.outcome_channel(for_role => %(me)s::regrole)"),
+    Call("_outcome_channel", set(), "SELECT jobflow._outcome_channel(%(me)s::regrole)",
+         must="refuse"),
+    Call("_origin", set(), "SELECT jobflow._origin(%(url)s)", must="refuse"),
+    Call("outcome_key: select", set(), "SELECT * FROM jobflow.outcome_key", must="refuse"),
     Call("nextval of tasks_id_seq", R("tasks_id_seq", "USAGE"),
          "SELECT nextval('jobflow.tasks_id_seq')"),
     Call("nextval of cron_timers_id_seq", R("cron_timers_id_seq", "USAGE"),
@@ -627,6 +635,7 @@ MONITOR_CALLS = [
     Call("INSERT INTO tasks", set(), "INSERT INTO jobflow.tasks (url) VALUES (%(url)s)",
          must="refuse"),
     Call("cron_next", set(), "SELECT jobflow.cron_next('* * * * *')", must="refuse"),
+    Call("outcome_channel", set(), "SELECT jobflow.outcome_channel()", must="refuse"),
 ]
 
 # a member of jobflow_admin, on the tenant's objects (made by admin_setup)
@@ -703,6 +712,8 @@ ADMIN_CALLS = [
          "COPY jobflow.task_import (url, headers, run_at) FROM STDIN", copy_in=COPY_ROWS),
     Call("prune", F("prune"), "SELECT jobflow.prune(interval '3650 days')", must="succeed"),
     Call("wakeups", F("wakeups"), "SELECT * FROM jobflow.wakeups()", must="succeed"),
+    Call("outcome_channel for_role tenant", F("outcome_channel"),
+         "SELECT jobflow.outcome_channel(for_role => %(tenant)s::regrole)", must="succeed"),
     Call("metrics", F("metrics"), "SELECT jobflow.metrics()", must="succeed"),
     Call("stats", R("stats", "SELECT") | F("_stats"), "SELECT * FROM jobflow.stats"),
     Call("worker_status", F("worker_status"), "SELECT * FROM jobflow.worker_status()"),
@@ -801,6 +812,7 @@ class Hostile:
         return {
             "run": run, "me": role, "tenant": self.tenant, "gid": "jf-hostile-" + run,
             "url": self.receiver.url("/ok?t=hostile-%s" % run),
+            "origins": [origin_of(self.receiver.url("/"))],
             "secret": secret, "secret2": "t-" + run, "secret_value": "Bearer hostile-" + run,
             "secret_headers": SECRET_HEADERS % {"secret": secret},
             "timer": "timer-" + run, "queue": "queue-" + run, "key": "key-" + run,
@@ -964,7 +976,8 @@ def test_worker_runs_past_planted_objects(env, receiver, server):
     cron_url, cron_tag = receiver.unique_url("/ok")
     conn = env.session(env.tenant, "app")
     with conn.cursor() as cur:
-        cur.execute(set_secret_sql("name", "value"), {"name": "w-" + run, "value": secret_value})
+        cur.execute(set_secret_sql("name", "value"), {"name": "w-" + run, "value": secret_value,
+                                                      "origins": [origin_of(ok_url)]})
         cur.execute("SELECT jobflow.create_signing_secret()")
         cur.execute("SELECT jobflow.set_queue(%s, max_per_second => 50)", ("wq-" + run,))
         cur.execute("SELECT jobflow.schedule(%s, headers => %s, notify => true, queue => %s,"

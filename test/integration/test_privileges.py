@@ -49,7 +49,7 @@ import psycopg2
 import pytest
 
 from conftest import REPO, wait_final
-from tenancy import KIND_IDS, KINDS, Target, rows, set_secret_sql, value
+from tenancy import KIND_IDS, KINDS, Target, origin_of, rows, set_secret_sql, value
 
 sys.path.insert(0, os.path.join(REPO, "test", "meta"))
 import csource  # noqa: E402
@@ -197,7 +197,8 @@ class Tenancy:
         run = uuid.uuid4().hex[:8]
         ctx = {"a": self.a, "b": self.b, "url": receiver.url("/ok?t=priv-" + run),
                "a_secret": "a-secret", "a_timer_name": "a-timer", "a_queue": "a-queue",
-               "a_key": "a-key", "a_value": "the value of a"}
+               "a_key": "a-key", "a_value": "the value of a",
+               "origins": [origin_of(receiver.url("/"))]}
         ctx["b_value"] = "the value of b"
         ctx["a_secret_headers"] = json.dumps({"X-Api-Key": {"secret": ctx["a_secret"]}})
         conn = t.connect(self.a)
@@ -429,6 +430,10 @@ OTHER_TENANT = [
     ("jobflow.secrets", "SELECT count(*) FROM jobflow.secrets", "refused"),
     ("jobflow.signing_secrets", "SELECT count(*) FROM jobflow.signing_secrets", "refused"),
     ("jobflow.task_import", "SELECT count(*) FROM jobflow.task_import", "refused"),
+    ("jobflow.outcome_key", "SELECT count(*) FROM jobflow.outcome_key", "refused"),
+    ("jobflow.outcome_channel", "SELECT jobflow.outcome_channel(for_role => %(a)s::regrole)",
+     "refused"),
+    ("jobflow._outcome_channel", "SELECT jobflow._outcome_channel(%(a)s::regrole)", "refused"),
     ("jobflow.cancel", "SELECT jobflow.cancel(%(a_pending)s)", "true"),
     ("jobflow.reschedule", "SELECT jobflow.reschedule(%(a_pending)s, now())", "true"),
     ("jobflow.retry", "SELECT jobflow.retry(%(a_failed)s)", "true"),
@@ -485,6 +490,7 @@ ROW_FREE = {
     "jobflow.cron_next": "computes from its arguments",
     "jobflow._current_role": "the caller's role",
     "jobflow._json_content_type": "computes from its arguments",
+    "jobflow._origin": "computes from its argument",
     "jobflow._wake_horizon": "a time from shared memory",
     "jobflow._task_check": "a trigger: runs on the caller's own statement",
     "jobflow._notify_worker": "a trigger: runs on the caller's own statement",
@@ -561,6 +567,7 @@ PIN_EXEMPT = {
     "jobflow.wakeups": ("never switches user", "reads shared memory"),
     "jobflow.cron_next": ("never switches user", "computes from its arguments"),
     "jobflow._webhook_signature": ("never switches user", "computes from its arguments"),
+    "jobflow._origin": ("never switches user", "computes from its argument"),
     "jobflow._materialize_cron": ("never switches user", "runs as its caller, which only a"
                                   " superuser may be: the worker, whose search_path is pinned"),
 }
