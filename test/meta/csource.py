@@ -79,7 +79,7 @@ class Source:
             with open(path) as f:
                 text = blank_comments(f.read())
             for m in MACRO.finditer(text):
-                literals = sql_fragments(m.group(3))
+                literals = sql_fragments(m.group(3).replace("\\\n", " "))
                 if literals:
                     self.macros[m.group(1)] = literals
             for m in DEFINITION.finditer(text):
