@@ -50,8 +50,10 @@
 # (the admin paths: for_role =>, owner =>, prune ...), and a second tenant
 # runs DROP OWNED / REASSIGN OWNED on itself.  The worker then fires tasks
 # of the tenant at the test receiver, retries a failing one, materialises
-# a cron timer.  Errors of single calls are fine; escalations are not, and
-# no role may end up superuser.
+# a cron timer; and it goes on firing while a monitoring role whose COPY
+# INTO jobflow.task_log was refused keeps its session open (item 2).
+# Errors of single calls are fine; escalations are not, and no role may
+# end up superuser.
 #
 # test_every_api_object_is_called reads the catalog: every function, view,
 # table and sequence of schema jobflow that a role other than a superuser
