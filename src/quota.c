@@ -53,14 +53,10 @@ count_rows(const char *relname, Oid owner, const char *name, int64 *count, bool 
 	JfAsOwner	as_owner;
 	SPIPlanPtr	plan;
 	bool		isnull;
-	int			save_nestlevel;
 	int			ret;
 	char	   *sql;
 
-	/* nothing of the caller's search_path may run with the owner's rights */
-	save_nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
-							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	/* jf_as_owner_begin pins search_path for the statement's planning too */
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	jf_as_owner_begin(relname, &as_owner);
@@ -83,7 +79,6 @@ count_rows(const char *relname, Oid owner, const char *name, int64 *count, bool 
 		*exists = false;
 	jf_as_owner_end(&as_owner);
 	SPI_finish();
-	AtEOXact_GUC(true, save_nestlevel);
 }
 
 void

@@ -593,6 +593,10 @@ TENANT_CALLS = [
          must="succeed"),
     Call("outcome_channel for_role itself", F("outcome_channel"),
          "SELECT jobflow.outcome_channel(for_role => %(me)s::regrole)"),
+    Call("listen_outcomes", F("listen_outcomes"), "SELECT jobflow.listen_outcomes()",
+         must="succeed"),
+    Call("listen_outcomes for_role itself", F("listen_outcomes"),
+         "SELECT jobflow.listen_outcomes(for_role => %(me)s::regrole)"),
     Call("_outcome_channel", set(), "SELECT jobflow._outcome_channel(%(me)s::regrole)",
          must="refuse"),
     Call("_origin", set(), "SELECT jobflow._origin(%(url)s)", must="refuse"),
@@ -638,6 +642,7 @@ MONITOR_CALLS = [
          must="refuse"),
     Call("cron_next", set(), "SELECT jobflow.cron_next('* * * * *')", must="refuse"),
     Call("outcome_channel", set(), "SELECT jobflow.outcome_channel()", must="refuse"),
+    Call("listen_outcomes", set(), "SELECT jobflow.listen_outcomes()", must="refuse"),
 ]
 
 # a member of jobflow_admin, on the tenant's objects (made by admin_setup)
@@ -716,6 +721,8 @@ ADMIN_CALLS = [
     Call("wakeups", F("wakeups"), "SELECT * FROM jobflow.wakeups()", must="succeed"),
     Call("outcome_channel for_role tenant", F("outcome_channel"),
          "SELECT jobflow.outcome_channel(for_role => %(tenant)s::regrole)", must="succeed"),
+    Call("listen_outcomes for_role tenant", F("listen_outcomes"),
+         "SELECT jobflow.listen_outcomes(for_role => %(tenant)s::regrole)", must="succeed"),
     Call("metrics", F("metrics"), "SELECT jobflow.metrics()", must="succeed"),
     Call("stats", R("stats", "SELECT") | F("_stats"), "SELECT * FROM jobflow.stats"),
     Call("worker_status", F("worker_status"), "SELECT * FROM jobflow.worker_status()"),

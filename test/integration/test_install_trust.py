@@ -129,6 +129,14 @@ def test_admin_members_granted_by_a_non_superuser_are_refused(databases, db, con
         maker = connect(user=outsider)
         with maker.cursor() as cur:
             cur.execute("GRANT jobflow_admin TO %s" % accomplice)
+        if int(query(db, "SHOW server_version_num")[0]["server_version_num"]) >= 160000:
+            # 16 and later: the grant depends on its grantor's ADMIN OPTION,
+            # which cannot go without it; the grantor is what is refused
+            code, msg = sqlstate_of(conn, "CREATE EXTENSION jobflow")
+            assert code == "42501", msg
+            assert outsider in msg
+            assert not installed(conn)
+            return
         with db.cursor() as cur:
             cur.execute("REVOKE ADMIN OPTION FOR jobflow_admin FROM %s" % outsider)
             cur.execute("REVOKE jobflow_admin FROM %s" % outsider)
@@ -139,7 +147,6 @@ def test_admin_members_granted_by_a_non_superuser_are_refused(databases, db, con
         assert not installed(conn)
     finally:
         with db.cursor() as cur:
-            cur.execute("REVOKE jobflow_admin FROM %s CASCADE" % accomplice)
             cur.execute("DROP ROLE %s" % accomplice)
 
 

@@ -433,6 +433,8 @@ OTHER_TENANT = [
     ("jobflow.outcome_key", "SELECT count(*) FROM jobflow.outcome_key", "refused"),
     ("jobflow.outcome_channel", "SELECT jobflow.outcome_channel(for_role => %(a)s::regrole)",
      "refused"),
+    ("jobflow.listen_outcomes", "SELECT jobflow.listen_outcomes(for_role => %(a)s::regrole)",
+     "refused"),
     ("jobflow._outcome_channel", "SELECT jobflow._outcome_channel(%(a)s::regrole)", "refused"),
     ("jobflow.cancel", "SELECT jobflow.cancel(%(a_pending)s)", "true"),
     ("jobflow.reschedule", "SELECT jobflow.reschedule(%(a_pending)s, now())", "true"),

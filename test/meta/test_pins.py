@@ -26,7 +26,8 @@
 #     update_tasks_as_owner("UPDATE ...")), that holds an SQL keyword in
 #     upper case (error messages are lower case);
 #   - in that SQL, after removing quoted literals and identifiers, casts
-#     (::type), OPERATOR(schema.op) and the assignments of SET lists
+#     (::type), printf conversions of format strings (jobflow.%s),
+#     OPERATOR(schema.op) and the assignments of SET lists
 #     (col = value in UPDATE ... SET and ON CONFLICT ... DO UPDATE SET),
 #     every operator character left (= < > ! ~ @ # % ^ & | ` ? + - /, and *
 #     unless it is "*" of SELECT * or count(*)) is an unqualified operator,
@@ -102,6 +103,8 @@ def bare_operators(sql):
     s = re.sub(r'"(?:[^"]|"")*"', "x", s)
     s = re.sub(r"OPERATOR\s*\(\s*[\w.]+\s*\.\s*[^\s)]+\s*\)", " OP ", s, flags=re.I)
     s = re.sub(r"::\s*[\w.]+(\s*\[\s*\])*", " ", s)
+    # printf conversions of a format string (jobflow.%s) stand for names
+    s = re.sub(r"%[-+ 0-9.]*(?:ll|l|z)?[sdu]\b", "x", s)
 
     def no_assignments(m):
         return re.sub(r"(\bSET\b|,)(\s*[\w.]+\s*)=", r"\1\2:=:", m.group(0), flags=re.I)
