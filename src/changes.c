@@ -62,7 +62,7 @@ forget(void)
 /*
  * Commit: the changes are visible, hand them over (nothing here may fail).
  * Prepare: COMMIT PREPARED, maybe in another session, has the worker read
- * everything of the kinds changed.  Abort: nothing happened.
+ * them (prepared.c keeps them with the GID).  Abort: nothing happened.
  */
 static void
 changes_at_commit(XactEvent event, void *arg)
@@ -81,7 +81,8 @@ changes_at_commit(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_PREPARE:
 			if (timers || queues)
-				jf_prepared_keep(1, 0, timers, queues);
+				jf_prepared_keep_changes(timer_ids, ntimers, all_timers,
+										 queue_keys, nqueues, all_queues);
 			forget();
 			break;
 		case XACT_EVENT_ABORT:

@@ -44,7 +44,8 @@ jf_wait_event(JfWaitEvent which)
  * transaction.  Read-only or serializable transactions by default would
  * fail every write of the worker, or some of its claims; a transaction
  * timeout ends the session (FATAL), which the worker would then meet at
- * every restart.  statement_timeout, lock_timeout and the idle timeouts
+ * every restart, and exit_on_error turns each error it recovers from into
+ * its end.  statement_timeout, lock_timeout and the idle timeouts
  * are the worker's own business (worker.c): the probe runs no statement.
  */
 void
@@ -54,6 +55,8 @@ jf_pin_session_settings(void)
 	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET,
 					PGC_S_OVERRIDE);
 	SetConfigOption("default_transaction_deferrable", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	/* every error the worker recovers from would end it (FATAL) */
+	SetConfigOption("exit_on_error", "off", PGC_SUSET, PGC_S_OVERRIDE);
 #if PG_VERSION_NUM >= 170000
 	SetConfigOption("transaction_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 #endif

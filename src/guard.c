@@ -51,7 +51,11 @@
 #include "worker.h"
 #include "xact.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
+#include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
@@ -68,10 +72,12 @@
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 #include "utils/rls.h"
 #include "utils/syscache.h"
 
@@ -463,11 +469,31 @@ jf_guard_generation(void)
 }
 
 /*
- * Called at the start of every worker transaction: lock the extension
- * served (DROP EXTENSION locks it first, so it waits for this transaction
- * and never deadlocks with it), then make sure it is still the one.  If
- * not, fail the transaction before it touches anything; the worker's error
- * recovery sees jf_guard_take_lost() and reports nothing.
+ * The lock that orders a worker's transactions and DROP EXTENSION jobflow
+ * in this database: the worker takes it shared at the start of each
+ * transaction, the DROP EXTENSION hook exclusively before the drop.  It is
+ * not the extension's own lock: any role that owns a function may take
+ * that one exclusively (ALTER FUNCTION ... DEPENDS ON EXTENSION jobflow)
+ * and hold it in an open or prepared transaction, and every worker
+ * transaction waited behind it.  No SQL function can take this tag.
+ */
+#define JF_SERVING_LOCK_FIELD4 0x6A67
+
+static void
+lock_serving(LOCKMODE mode)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, JF_SERVING_LOCK_FIELD4);
+	(void) LockAcquire(&tag, mode, false, false);
+}
+
+/*
+ * Called at the start of every worker transaction: take the serving lock
+ * (DROP EXTENSION takes it first, so it waits for this transaction and
+ * never deadlocks with it), then make sure the extension is still the one
+ * served.  If not, fail the transaction before it touches anything; the
+ * worker's error recovery sees jf_guard_take_lost() and reports nothing.
  */
 void
 jf_guard_check_incarnation(void)
@@ -479,7 +505,7 @@ jf_guard_check_incarnation(void)
 	ext = get_extension_oid("jobflow", true);
 	if (ext == served_ext)
 	{
-		LockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
+		lock_serving(AccessShareLock);
 		/* dropped while we waited for the lock? */
 		if (get_extension_oid("jobflow", true) == served_ext)
 			return;
@@ -744,6 +770,28 @@ typedef struct AsOwner
 	int			nest;
 } AsOwner;
 
+/* The owner of the extension whose OID is ext. */
+static Oid
+extension_owner(Oid ext)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tup;
+	Oid			owner = InvalidOid;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(ext));
+	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return owner;
+}
+
 /*
  * Run the statements that follow as the extension's owner (row-level
  * security and column privileges are for tenants, not for these
@@ -814,7 +862,16 @@ check_drop_extension(DropStmt *stmt)
 	AsOwner		s;
 	int64		unfinished;
 	int64		timers;
+	Oid			ext = get_extension_oid("jobflow", true);
 
+	/*
+	 * A role that may not drop it learns nothing: PostgreSQL refuses it
+	 * next, and the counts are every tenant's.
+	 */
+	if (!OidIsValid(ext) || !has_privs_of_role(GetUserId(), extension_owner(ext)))
+		return;
+	/* the worker's transactions finish first, and the next ones wait */
+	lock_serving(AccessExclusiveLock);
 	if (!as_owner_begin(&s, false))
 		return;
 	unfinished = count_of(COUNT_UNFINISHED, InvalidOid);

@@ -113,14 +113,20 @@ typedef struct JfQueueKey
 #define JF_PREPARED_MAX 16
 #define JF_GID_SIZE 200
 
+#define JF_PREPARED_KEYS 4
+
 typedef struct JfPreparedWake
 {
 	Oid			dboid;			/* InvalidOid: free */
 	char		gid[JF_GID_SIZE];
 	int64		lo;				/* the ids it wrote, lo > hi: none */
 	int64		hi;
-	bool		cron;			/* it wrote cron timers */
-	bool		queues;			/* it wrote jobflow.queues */
+	bool		cron;			/* every cron timer (too many, or unknown) */
+	bool		queues;			/* every queue of jobflow.queues, likewise */
+	int			ntimers;		/* else the timers it wrote */
+	int64		timer_ids[JF_PREPARED_KEYS];
+	int			nqueues;		/* and the queues */
+	JfQueueKey	queue_keys[JF_PREPARED_KEYS];
 } JfPreparedWake;
 
 /*
@@ -183,6 +189,8 @@ typedef struct JobflowShared
 	JfQueueKey	queue_wakes[JF_WAKE_QUEUES];
 	/* prepared transactions' wake-ups, under wake_mutex (prepared.c) */
 	JfPreparedWake prepared[JF_PREPARED_MAX];
+	int			prepared_lost;	/* prepared, not kept: unknown COMMIT
+								 * PREPAREDs that mean "everything" */
 } JobflowShared;
 
 /* the worker's own slot (NULL in other processes: see jf_db_slot) */

@@ -16,14 +16,20 @@
  * memory, under the transaction's GID; COMMIT PREPARED of that GID, in the
  * same database (PostgreSQL requires it), publishes them as the commit
  * would have, once the commit is visible; ROLLBACK PREPARED forgets them.
- * The slot keeps JF_PREPARED_MAX of them at once.  One that does not fit,
- * one prepared while no worker served the database, and one still
- * prepared across a server restart (shared memory is gone, like the
- * worker's wheel) are found by the worker's rescans instead: within
+ * The timers and queues it changed are kept the same way, up to
+ * JF_PREPARED_KEYS of each (more: all of them), so that COMMIT PREPARED
+ * makes the worker read those, as the commit would have.  The slot keeps
+ * JF_PREPARED_MAX transactions at once.  One prepared while no worker
+ * served the database, or still prepared across a server restart (shared
+ * memory is gone, like the worker's wheel), is adopted by the worker as it
+ * starts, as having changed every timer and queue; one that does not fit
+ * is counted as lost, and a COMMIT PREPARED of a GID the slot does not
+ * hold then stands for everything, once per lost one.  Otherwise such a
+ * COMMIT PREPARED asks for nothing: any role can prepare and commit
+ * transactions, and must not make the worker run statements by it.  The
+ * tasks of all of them are found by the worker's rescans: within
  * jobflow.reconcile_interval if due in the rolling window, else at the
- * next full rescan of overdue tasks.  A COMMIT PREPARED whose GID the slot
- * does not hold asks for nothing: any role can prepare and commit
- * transactions, and must not make the worker run statements by it.
+ * next full rescan of overdue tasks.
  *
  *-------------------------------------------------------------------------
  */
@@ -31,6 +37,7 @@
 #include "launcher.h"
 
 #include "access/xact.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 
@@ -43,6 +50,7 @@ StaticAssertDecl(JF_GID_SIZE == GIDSIZE, "JF_GID_SIZE must be GIDSIZE");
  */
 static char preparing_gid[JF_GID_SIZE] = "";
 static bool kept_this_prepare = false;
+static bool lost_this_prepare = false;	/* counted once in prepared_lost */
 
 /* The GID of a transaction statement of the given kind, else NULL. */
 static const char *
@@ -69,7 +77,46 @@ jf_prepared_utility_before(Node *parsetree)
 	{
 		strlcpy(preparing_gid, gid, sizeof(preparing_gid));
 		kept_this_prepare = false;
+		lost_this_prepare = false;
 	}
+}
+
+/*
+ * The entry of this PREPARE in slot s, made if need be; NULL when none is
+ * free (counted as lost).  Under the slot's wake_mutex.
+ */
+static JfPreparedWake *
+entry_for(JobflowShared *s, const char *gid, bool *made)
+{
+	int			i;
+
+	*made = false;
+	for (i = 0; i < JF_PREPARED_MAX; i++)
+	{
+		JfPreparedWake *w = &s->prepared[i];
+
+		/* left by a database the slot served before */
+		if (w->dboid != MyDatabaseId)
+			w->dboid = InvalidOid;
+		if (w->dboid == MyDatabaseId && strcmp(w->gid, gid) == 0)
+			return w;
+	}
+	for (i = 0; i < JF_PREPARED_MAX; i++)
+	{
+		JfPreparedWake *w = &s->prepared[i];
+
+		if (w->dboid != InvalidOid)
+			continue;
+		memset(w, 0, sizeof(*w));
+		w->dboid = MyDatabaseId;
+		strlcpy(w->gid, gid, sizeof(w->gid));
+		w->lo = 1;
+		w->hi = 0;
+		*made = true;
+		return w;
+	}
+	s->prepared_lost++;
+	return NULL;
 }
 
 /*
@@ -81,48 +128,62 @@ void
 jf_prepared_keep(int64 lo, int64 hi, bool cron, bool queues)
 {
 	JobflowShared *s = jf_db_slot(MyDatabaseId);
-	JfPreparedWake *entry = NULL;
-	int			i;
+	JfPreparedWake *entry;
+	bool		made;
 
-	/* no worker: the one to come scans the table */
+	/* no worker: the one to come adopts it (jf_prepared_adopt) */
 	if (s == NULL || preparing_gid[0] == '\0')
 		return;
 	SpinLockAcquire(&s->wake_mutex);
-	for (i = 0; i < JF_PREPARED_MAX; i++)
+	if (kept_this_prepare || !lost_this_prepare)
 	{
-		JfPreparedWake *w = &s->prepared[i];
-
-		/* left by a database the slot served before */
-		if (w->dboid != MyDatabaseId)
-			w->dboid = InvalidOid;
-		if (kept_this_prepare && w->dboid == MyDatabaseId &&
-			strcmp(w->gid, preparing_gid) == 0)
+		entry = entry_for(s, preparing_gid, &made);
+		if (entry == NULL)
+			lost_this_prepare = true;
+		else
 		{
-			entry = w;
-			break;
+			if (lo <= hi)
+			{
+				entry->lo = entry->lo <= entry->hi ? Min(entry->lo, lo) : lo;
+				entry->hi = Max(entry->hi, hi);
+			}
+			entry->cron |= cron;
+			entry->queues |= queues;
+			kept_this_prepare = true;
 		}
 	}
-	if (entry != NULL)
+	SpinLockRelease(&s->wake_mutex);
+}
+
+void
+jf_prepared_keep_changes(const int64 *timers, int nt, bool all_timers,
+						 const JfQueueKey *queues, int nq, bool all_queues)
+{
+	JobflowShared *s = jf_db_slot(MyDatabaseId);
+	JfPreparedWake *entry;
+	bool		made;
+	int			i;
+
+	if (s == NULL || preparing_gid[0] == '\0')
+		return;
+	SpinLockAcquire(&s->wake_mutex);
+	if (kept_this_prepare || !lost_this_prepare)
 	{
-		entry->lo = Min(entry->lo, lo);
-		entry->hi = Max(entry->hi, hi);
-		entry->cron |= cron;
-		entry->queues |= queues;
-	}
-	else
-	{
-		for (i = 0; i < JF_PREPARED_MAX && entry == NULL; i++)
-			if (s->prepared[i].dboid == InvalidOid)
-				entry = &s->prepared[i];
-		/* none free: the rescans find its tasks (see the file header) */
-		if (entry != NULL)
+		entry = entry_for(s, preparing_gid, &made);
+		if (entry == NULL)
+			lost_this_prepare = true;
+		else
 		{
-			entry->dboid = MyDatabaseId;
-			strlcpy(entry->gid, preparing_gid, sizeof(entry->gid));
-			entry->lo = lo;
-			entry->hi = hi;
-			entry->cron = cron;
-			entry->queues = queues;
+			if (all_timers || entry->ntimers + nt > JF_PREPARED_KEYS)
+				entry->cron = true;
+			else
+				for (i = 0; i < nt; i++)
+					entry->timer_ids[entry->ntimers++] = timers[i];
+			if (all_queues || entry->nqueues + nq > JF_PREPARED_KEYS)
+				entry->queues = true;
+			else
+				for (i = 0; i < nq; i++)
+					entry->queue_keys[entry->nqueues++] = queues[i];
 			kept_this_prepare = true;
 		}
 	}
@@ -132,7 +193,12 @@ jf_prepared_keep(int64 lo, int64 hi, bool cron, bool queues)
 /*
  * COMMIT PREPARED is done (its tasks are visible): publish what its
  * PREPARE kept.  ROLLBACK PREPARED: forget it.  An error in the statement
- * skips this, and the entry stays for the COMMIT or ROLLBACK to come.
+ * skips this, and the entry stays for the COMMIT or ROLLBACK to come.  A
+ * COMMIT PREPARED of a GID the slot does not hold asks for nothing, unless
+ * prepares were lost (no room, see jf_prepared_adopt): then it may be one
+ * of them, and stands for every timer and queue, once per lost prepare.
+ * Any role can prepare and commit transactions: it must not make the
+ * worker run statements by that alone.
  */
 void
 jf_prepared_utility_after(Node *parsetree)
@@ -142,6 +208,7 @@ jf_prepared_utility_after(Node *parsetree)
 	JobflowShared *s;
 	JfPreparedWake found;
 	bool		have = false;
+	bool		lost = false;
 	int			i;
 
 	if (gid == NULL)
@@ -161,12 +228,79 @@ jf_prepared_utility_after(Node *parsetree)
 			break;
 		}
 	}
+	if (!have && s->prepared_lost > 0)
+	{
+		s->prepared_lost--;
+		lost = commit;
+	}
 	SpinLockRelease(&s->wake_mutex);
 	if (commit && have)
 	{
-		int			n = found.lo <= found.hi ? 1 : 0;
-
-		if (n > 0 || found.cron || found.queues)
-			jobflow_publish_wake(&found.lo, &found.hi, n, found.cron, found.queues);
+		if (found.lo <= found.hi)
+			jobflow_publish_wake(&found.lo, &found.hi, 1, false, false);
+		if (found.cron || found.queues || found.ntimers > 0 || found.nqueues > 0)
+			jf_publish_changes(found.timer_ids, found.ntimers, found.cron,
+							   found.queue_keys, found.nqueues, found.queues);
 	}
+	else if (lost)
+		jf_publish_changes(NULL, 0, true, NULL, 0, true);
+}
+
+/*
+ * The slot is in shared memory: a server restart empties it, and a
+ * transaction prepared while no worker served the database kept nothing.
+ * Whatever is prepared in this database when a worker starts is kept as
+ * having changed every timer and queue (its tasks are found by the
+ * rescans); what does not fit is counted as lost.  Entries of GIDs no
+ * longer prepared go.
+ */
+void
+jf_prepared_adopt(void)
+{
+	JobflowShared *s = jf_db_slot(MyDatabaseId);
+	char	  **gids;
+	int			n;
+	int			i;
+	int			k;
+	bool		made;
+
+	if (s == NULL)
+		return;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute("SELECT p.gid FROM pg_catalog.pg_prepared_xacts p"
+					" WHERE p.database OPERATOR(pg_catalog.=) pg_catalog.current_database()",
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the prepared transactions");
+	n = (int) SPI_processed;
+	gids = palloc(sizeof(char *) * (n + 1));
+	for (i = 0; i < n; i++)
+		gids[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+	SPI_finish();
+
+	SpinLockAcquire(&s->wake_mutex);
+	for (k = 0; k < JF_PREPARED_MAX; k++)
+	{
+		JfPreparedWake *w = &s->prepared[k];
+
+		if (w->dboid != MyDatabaseId)
+			continue;
+		for (i = 0; i < n; i++)
+			if (strcmp(w->gid, gids[i]) == 0)
+				break;
+		if (i == n)
+			w->dboid = InvalidOid;
+	}
+	s->prepared_lost = 0;
+	for (i = 0; i < n; i++)
+	{
+		JfPreparedWake *w = entry_for(s, gids[i], &made);
+
+		if (w != NULL && made)
+		{
+			w->cron = true;
+			w->queues = true;
+		}
+	}
+	SpinLockRelease(&s->wake_mutex);
 }

@@ -20,6 +20,7 @@
  *-------------------------------------------------------------------------
  */
 #include "worker.h"
+#include "prepared.h"
 #include "compat.h"
 #include "schema_version.h"
 
@@ -68,6 +69,8 @@ static volatile int consecutive_errors = 0;
 static volatile bool starting = false;	/* in start_serving() */
 
 static volatile sig_atomic_t got_sigterm = false;
+/* synchronous_commit from the server's configuration (see worker main) */
+static char cluster_sync_commit[32];
 
 static void
 handle_sigterm(SIGNAL_ARGS)
@@ -458,6 +461,13 @@ start_serving(WorkerState *ws)
 	raise_fd_limit();
 	if (ws->http == NULL)
 		jf_dispatch_init(ws);
+	/* before the queues are read: what a COMMIT PREPARED to come changes */
+	if (jobflow_worker_part == 0)
+	{
+		jf_xact_begin("jobflow: adopting prepared transactions");
+		jf_prepared_adopt();
+		jf_xact_commit();
+	}
 	if (jf_queues_refresh(ws, true))
 		jf_prune_reset_mark(ws->prune);
 	jf_fault("startup");
@@ -526,6 +536,9 @@ recover_from_error(WorkerState *ws)
 	else if (!lock_wait && ++consecutive_errors > MAX_CONSECUTIVE_ERRORS)
 		proc_exit(1);
 	pg_usleep(100000L * consecutive_errors);
+	/* a worker that cannot start (a lock it waits for) still stops */
+	if (starting && got_sigterm)
+		exit_worker();
 }
 
 void
@@ -547,6 +560,13 @@ jobflow_worker_main(Datum main_arg)
 	before_shmem_exit(detach_shared, (Datum) 0);
 	BackgroundWorkerUnblockSignals();
 
+	/*
+	 * The cluster's synchronous_commit, before the database's and the
+	 * role's settings apply: a database owner's "off" would make the
+	 * claims, which must be durable before requests go out, asynchronous.
+	 */
+	strlcpy(cluster_sync_commit, GetConfigOption("synchronous_commit", false, false),
+			sizeof(cluster_sync_commit));
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pqsignal(SIGTERM, handle_sigterm);
 	jobflow_am_worker = true;
@@ -577,8 +597,7 @@ jobflow_worker_main(Datum main_arg)
 	pgstat_report_appname("jobflow worker");
 	SetConfigOption("session_replication_role", "replica", PGC_SUSET, PGC_S_OVERRIDE);
 	/* claims commit as the cluster's synchronous_commit says (xact.c) */
-	jf_xact_init(GetConfigOption("synchronous_commit", false, false),
-				 jf_guard_check_incarnation);
+	jf_xact_init(cluster_sync_commit, jf_guard_check_incarnation);
 	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	/* a role's objects in public must never resolve in the superuser worker */
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
