@@ -299,9 +299,11 @@ free_entry(InFlightEntry *e)
 
 /*
  * Mask, with '*', every occurrence in buf of a header secret value the
- * request carried: a receiver that echoes request headers in its answer
- * (or an error that quotes them) must not put a secret into the log, which
- * the task's owner and jobflow_admin read.
+ * request carried, and the beginning of one where buf ends (an excerpt cut
+ * inside it): a receiver that echoes request headers in its answer (or an
+ * error that quotes them) must not put a secret into the log, which the
+ * task's owner and jobflow_admin read.  A receiver that echoes a secret
+ * transformed (escaped, encoded) is not caught.
  */
 static void
 mask_secrets(const InFlightEntry *e, char *buf, size_t len)
@@ -327,6 +329,15 @@ mask_secrets(const InFlightEntry *e, char *buf, size_t len)
 			}
 			else
 				p = hit + 1;
+		}
+		/* an excerpt cut inside a value ends with the value's beginning */
+		for (size_t k = Min(vlen - 1, len); vlen > 0 && k > 0; k--)
+		{
+			if (memcmp(end - k, e->secrets[i], k) == 0)
+			{
+				memset(end - k, '*', k);
+				break;
+			}
 		}
 	}
 }
