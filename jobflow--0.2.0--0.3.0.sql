@@ -87,6 +87,27 @@ BEGIN
 		END IF;
 	END LOOP;
 
+	/*
+	 * Default privileges of the role running this script that grant to
+	 * jobflow's roles were applied to what the scripts made (say ALL, WITH
+	 * GRANT OPTION, to jobflow_user: every tenant could TRUNCATE the tasks).
+	 */
+	IF EXISTS (SELECT 1 FROM pg_catalog.pg_default_acl d, pg_catalog.aclexplode(d.defaclacl) a
+				WHERE d.defaclrole OPERATOR(pg_catalog.=) (SELECT u.oid FROM pg_catalog.pg_roles u
+															WHERE u.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
+				  AND (d.defaclnamespace OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+					   OR d.defaclnamespace OPERATOR(pg_catalog.=) (SELECT n.oid FROM pg_catalog.pg_namespace n
+																	 WHERE n.nspname OPERATOR(pg_catalog.=) 'jobflow'::pg_catalog.name))
+				  AND a.grantee OPERATOR(pg_catalog.=) ANY (ARRAY(
+						SELECT x.oid FROM pg_catalog.pg_roles x
+						 WHERE x.rolname OPERATOR(pg_catalog.=) ANY ('{jobflow_user,jobflow_admin,jobflow_monitor}'::pg_catalog.name[])))) THEN
+		RAISE EXCEPTION USING
+			ERRCODE = 'insufficient_privilege',
+			MESSAGE = pg_catalog.format('default privileges of role "%s" grant privileges to jobflow''s roles', CURRENT_USER),
+			DETAIL = 'They would apply to the objects this script makes, beyond what jobflow grants its roles.',
+			HINT = 'Revoke them (ALTER DEFAULT PRIVILEGES REVOKE ... FROM jobflow_user, ...; see \ddp in psql), and try again.';
+	END IF;
+
 	IF EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n
 				 JOIN pg_catalog.pg_roles o ON o.oid OPERATOR(pg_catalog.=) n.nspowner
 				WHERE n.nspname OPERATOR(pg_catalog.=) 'jobflow'::pg_catalog.name AND NOT o.rolsuper) THEN
@@ -331,12 +352,13 @@ BEGIN
 	FOR o IN
 		SELECT DISTINCT x.kind, x.name, a.grantee
 		  FROM (SELECT CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S' THEN 'SEQUENCE' ELSE 'TABLE' END AS kind,
-					   c.oid::pg_catalog.regclass::pg_catalog.text AS name, c.relacl AS acl, c.relowner AS owner
+					   pg_catalog.format('jobflow.%I', c.relname) AS name, c.relacl AS acl, c.relowner AS owner
 				  FROM pg_catalog.pg_class c
 				 WHERE c.relnamespace OPERATOR(pg_catalog.=) 'jobflow'::pg_catalog.regnamespace
 				   AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,v,S,m,p,f}'::"char"[])
 				UNION ALL
-				SELECT 'FUNCTION', p.oid::pg_catalog.regprocedure::pg_catalog.text,
+				SELECT 'FUNCTION', pg_catalog.format('jobflow.%I(%s)', p.proname,
+													   pg_catalog.pg_get_function_identity_arguments(p.oid)),
 					   COALESCE(p.proacl, pg_catalog.acldefault('f', p.proowner)), p.proowner
 				  FROM pg_catalog.pg_proc p
 				 WHERE p.pronamespace OPERATOR(pg_catalog.=) 'jobflow'::pg_catalog.regnamespace
@@ -351,6 +373,26 @@ BEGIN
 		EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM %s', o.kind, o.name,
 								  CASE WHEN o.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
 									   ELSE pg_catalog.quote_ident(o.grantee::pg_catalog.regrole::pg_catalog.text) END);
+	END LOOP;
+	/*
+	 * jobflow's roles keep what jobflow grants them, never with GRANT
+	 * OPTION (a tenant could hand it on) and never TRUNCATE, TRIGGER or
+	 * REFERENCES (or MAINTAIN) on a table: jobflow grants none of those.
+	 */
+	FOR o IN
+		SELECT DISTINCT pg_catalog.format('jobflow.%I', c.relname) AS name, a.grantee,
+			   a.privilege_type, a.is_grantable
+		  FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+		 WHERE c.relnamespace OPERATOR(pg_catalog.=) 'jobflow'::pg_catalog.regnamespace
+		   AND a.grantee OPERATOR(pg_catalog.=) ANY (ours)
+		   AND (a.is_grantable
+				OR a.privilege_type OPERATOR(pg_catalog.=) ANY ('{TRUNCATE,TRIGGER,REFERENCES,MAINTAIN}'::pg_catalog.text[]))
+	LOOP
+		EXECUTE pg_catalog.format(CASE WHEN o.privilege_type OPERATOR(pg_catalog.=) ANY ('{TRUNCATE,TRIGGER,REFERENCES,MAINTAIN}'::pg_catalog.text[])
+									   THEN 'REVOKE %s ON %s FROM %s'
+									   ELSE 'REVOKE GRANT OPTION FOR %s ON %s FROM %s' END,
+								  o.privilege_type, o.name,
+								  pg_catalog.quote_ident(o.grantee::pg_catalog.regrole::pg_catalog.text));
 	END LOOP;
 END
 $grants$;

@@ -165,3 +165,35 @@ def test_role_with_login_is_refused(databases, db):
     with conn.cursor() as cur:
         cur.execute("CREATE EXTENSION jobflow")
     assert installed(conn)
+
+
+def test_update_takes_back_what_jobflow_never_grants(databases):
+    """A 0.2.0 database whose tables were given more than jobflow grants:
+    to a reporting role, and to jobflow_user with GRANT OPTION and
+    TRUNCATE. The update leaves jobflow's own grants, without the rest."""
+    name, conn = databases(extension=False)
+    reader = "reader_" + uuid.uuid4().hex[:8]
+    with conn.cursor() as cur:
+        cur.execute("CREATE EXTENSION jobflow VERSION '0.2.0'")
+        cur.execute("CREATE ROLE %s" % reader)
+        cur.execute("GRANT SELECT ON jobflow.secrets, jobflow.tasks TO %s" % reader)
+        cur.execute("GRANT ALL ON jobflow.tasks TO jobflow_user WITH GRANT OPTION")
+        cur.execute("GRANT EXECUTE ON FUNCTION jobflow._materialize_cron(timestamptz, boolean) TO PUBLIC")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("ALTER EXTENSION jobflow UPDATE")
+        extra = query(conn, """
+            SELECT c.relname, a.grantee::regrole::text AS grantee, a.privilege_type, a.is_grantable
+              FROM pg_class c, aclexplode(c.relacl) a
+             WHERE c.relnamespace = 'jobflow'::regnamespace AND a.grantee <> c.relowner
+               AND (a.grantee = %s::regrole OR a.is_grantable
+                    OR a.privilege_type IN ('TRUNCATE', 'TRIGGER', 'REFERENCES'))""", (reader,))
+        assert extra == []
+        assert not query(conn, "SELECT has_function_privilege('public',"
+                               " 'jobflow._materialize_cron(timestamptz, boolean)', 'EXECUTE') AS p")[0]["p"]
+        # what jobflow grants stays
+        assert query(conn, "SELECT has_table_privilege('jobflow_user', 'jobflow.tasks', 'SELECT') AS p")[0]["p"]
+    finally:
+        with conn.cursor() as cur:
+            cur.execute("DROP EXTENSION jobflow CASCADE")
+            cur.execute("DROP ROLE %s" % reader)
