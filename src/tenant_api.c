@@ -32,6 +32,7 @@
 #include "nodes/makefuncs.h"
 #include "utils/acl.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
@@ -84,12 +85,35 @@ jf_as_owner_end(const JfAsOwner *s)
  * whoever used it.  A group role an administrator made on purpose may own
  * tasks: its members share them, as they share its tables.
  */
+static Oid	owner_checked = InvalidOid;	/* passed, while no role changed */
+static bool owner_callbacks = false;
+
+static void
+owner_check_forget(Datum arg, int cacheid, uint32 hashvalue)
+{
+	owner_checked = InvalidOid;
+}
+
 void
 jf_check_owner_role(Oid role)
 {
 	static const char *const shared[] = {"jobflow_user", "jobflow_monitor", "jobflow_admin"};
-	const char *name = GetUserNameFromId(role, true);
+	const char *name;
 	int			i;
+
+	/*
+	 * Every row of a bulk insert asks for the same owner: the answer holds
+	 * until a role or a membership changes.
+	 */
+	if (role == owner_checked && OidIsValid(role))
+		return;
+	if (!owner_callbacks)
+	{
+		CacheRegisterSyscacheCallback(AUTHOID, owner_check_forget, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, owner_check_forget, (Datum) 0);
+		owner_callbacks = true;
+	}
+	name = GetUserNameFromId(role, true);
 
 	if (name == NULL)
 		ereport(ERROR,
@@ -114,6 +138,7 @@ jf_check_owner_role(Oid role)
 				 errdetail("Role \"%s\" is a member of it, so every tenant holds it: what it owned would be every tenant's to see and change.", shared[i]),
 				 errhint("Schedule as the application's own role (RESET ROLE, or SET ROLE to a role of the application).")));
 	}
+	owner_checked = role;
 }
 
 /*

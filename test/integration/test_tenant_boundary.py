@@ -147,6 +147,23 @@ def test_role_every_tenant_holds_owns_nothing(db, app_role):
             cur.execute("DROP ROLE %s" % group)
 
 
+def test_owner_check_sees_a_membership_granted_meanwhile(connect, db, new_role):
+    """The check remembers the last owner it passed (a bulk insert asks
+    for the same one per row), and forgets it when roles change: a role
+    granted to jobflow_monitor afterwards is refused in the same session."""
+    tenant = new_role()
+    conn = connect(user=tenant)
+    query(conn, "SELECT jobflow.schedule('http://127.0.0.1:9/x', run_at => now() + interval '1 day')")
+    with db.cursor() as cur:
+        cur.execute("GRANT %s TO jobflow_monitor" % tenant)
+    try:
+        with pytest.raises(psycopg2.errors.InsufficientPrivilege):
+            query(conn, "SELECT jobflow.schedule('http://127.0.0.1:9/x', run_at => now() + interval '1 day')")
+    finally:
+        with db.cursor() as cur:
+            cur.execute("REVOKE %s FROM jobflow_monitor" % tenant)
+
+
 def test_group_role_made_on_purpose_may_own_tasks(db, new_role):
     """A group an administrator made shares its tasks with its members, as
     it shares its tables: that is not refused."""
