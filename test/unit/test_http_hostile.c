@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * test_http_hostile.c
- *	  Receivers that answer without end before the body (issue 20, item 8,
- *	  third review).
+ *	  A third review of issue 20, items 7 and 8, from the receiver's side.
  *
+ * Receivers that answer without end before the body (item 8).
  * A hostile receiver, forked here on a free 127.0.0.1 port, answers each
  * request with a status line and then, as fast as the socket takes them,
  * one of: header lines without end; interim (1xx) responses without end;
@@ -19,7 +19,17 @@
  * leave the process's memory about where it was.  The receiver stops
  * after 256 MB per request and then holds the connection open, so that
  * a dispatcher that keeps reading ends in a timeout instead of in an
- * exhausted machine.  Loopback only.
+ * exhausted machine.
+ *
+ * A name with a denied and an allowed address (item 7).  Each address is
+ * checked as curl tries it (open_socket_cb), so the denied one is never
+ * connected; but the refusal marks the whole request as denied, and when
+ * the allowed address then refuses the connection (a receiver restarting)
+ * the task fails at once as "refused by jobflow" instead of being retried
+ * as the connection error it is.  "localhost" is such a name under the
+ * README's own example, allow_networks = '127.0.0.1/32:8080'.
+ *
+ * Loopback only: the denied addresses are refused before a socket exists.
  *
  *-------------------------------------------------------------------------
  */
@@ -216,6 +226,49 @@ check_ends_early(const char *path)
 	jf_http_destroy(h);
 }
 
+/*
+ * A name that resolves to a denied address and to an allowed one whose
+ * port is closed: a connection error, retried like the same port reached
+ * by its address alone, whichever address curl tries first.
+ */
+static void
+test_denied_sibling_address(void)
+{
+	JfHttpConfig cfg = default_config();
+	JfHttp	   *h;
+	Collected  *c = calloc(1, sizeof(Collected));
+	int			cp = closed_port();
+	char		fix1[64],
+				fix2[64],
+				allow[64];
+	const char *resolve[3] = {fix1, fix2, NULL};
+	const char *const hosts[] = {"127.0.0.1", "six-first.test", "four-first.test"};
+
+	snprintf(fix1, sizeof(fix1), "six-first.test:%d:[::1],127.0.0.1", cp);
+	snprintf(fix2, sizeof(fix2), "four-first.test:%d:127.0.0.1,[::1]", cp);
+	snprintf(allow, sizeof(allow), "127.0.0.1/32:%d", cp);
+	cfg.deny_networks = JF_HTTP_DEFAULT_DENY_NETWORKS;
+	cfg.allow_networks = allow;
+	cfg.resolve = resolve;
+	h = make(&cfg);
+	for (int i = 0; i < 3; i++)
+		submit(h, 10 + i, url_at(hosts[i], cp, "/ok"), "GET", NULL, 0, NULL, 10000);
+	run_until(h, c, 3, 15000);
+	CHECK(c->n == 3);
+	for (int i = 0; i < 3; i++)
+	{
+		JfHttpResult *r = by_id(c, 10 + i);
+
+		CHECKF(r && r->error_kind == JF_HTTP_CONNECT &&
+			   jf_http_result_class(r) == JF_CLASS_CONNECT,
+			   "%s: kind %d, class %s, \"%s\"", hosts[i], r ? r->error_kind : -1,
+			   r ? jf_http_class_name(jf_http_result_class(r)) : "-", r ? r->error : "");
+	}
+	collected_free(c);
+	free(c);
+	jf_http_destroy(h);
+}
+
 int
 main(void)
 {
@@ -227,6 +280,7 @@ main(void)
 	check_ends_early("/headers");
 	check_ends_early("/interim");
 	check_ends_early("/trailers");
+	test_denied_sibling_address();
 	kill_hostile();
 	harness_stop();
 	return unit_done("test_http_hostile");
