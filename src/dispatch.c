@@ -299,15 +299,17 @@ free_entry(InFlightEntry *e)
 
 /*
  * Mask, with '*', every occurrence in buf of a header secret value the
- * request carried, and the beginning of one where buf ends (an excerpt cut
- * inside it): a receiver that echoes request headers in its answer (or an
+ * request carried, and, when buf was cut, as many of its last bytes as the
+ * beginning of a value could take: a receiver that echoes request headers in its answer (or an
  * error that quotes them) must not put a secret into the log, which the
  * task's owner and jobflow_admin read.  A receiver that echoes a secret
  * transformed (escaped, encoded) is not caught.
  */
 static void
-mask_secrets(const InFlightEntry *e, char *buf, size_t len)
+mask_secrets(const InFlightEntry *e, char *buf, size_t len, bool cut)
 {
+	size_t		longest = 0;
+
 	if (buf == NULL)
 		return;
 	for (int i = 0; i < e->nsecrets; i++)
@@ -330,16 +332,17 @@ mask_secrets(const InFlightEntry *e, char *buf, size_t len)
 			else
 				p = hit + 1;
 		}
-		/* an excerpt cut inside a value ends with the value's beginning */
-		for (size_t k = Min(vlen - 1, len); vlen > 0 && k > 0; k--)
-		{
-			if (memcmp(end - k, e->secrets[i], k) == 0)
-			{
-				memset(end - k, '*', k);
-				break;
-			}
-		}
+		longest = Max(longest, vlen);
 	}
+
+	/*
+	 * An excerpt cut inside a value ends with the value's beginning.  Its
+	 * last bytes are masked whatever they are: masking them only when they
+	 * match would tell whoever shapes the request and reads the log (the
+	 * secret's role, jobflow_admin) that a guessed next character is right.
+	 */
+	if (cut && longest > 1)
+		memset(buf + len - Min(longest - 1, len), '*', Min(longest - 1, len));
 }
 
 /*
@@ -904,12 +907,12 @@ record_result(WorkerState *ws, JfHttpResult *r)
 	jf_metrics_observe(JF_HIST_LATENESS, row.started_at - row.scheduled_at);
 	jf_metrics_outcome(r);
 	row.http_status = r->http_status;
-	mask_secrets(e, r->body, r->body_len);
+	mask_secrets(e, r->body, r->body_len, r->body_truncated);
 	row.response = r->body;
 	row.response_len = r->body_len;
 	if (r->error_kind != JF_HTTP_OK)
 	{
-		mask_secrets(e, r->error, strlen(r->error));
+		mask_secrets(e, r->error, strlen(r->error), false);
 		row.error = r->error;
 	}
 	else if (r->http_status < 200 || r->http_status > 299)

@@ -208,6 +208,13 @@ extern bool jf_http_check_networks(const char *list, char *errbuf,
  * unspecified addresses, IPv4 carried in IPv6); text that is not an
  * address counts as refused.
  */
+/*
+ * Whether a connection from local to primary (curl's numeric addresses)
+ * reached this host through an address of its own, and is refused as
+ * loopback would be.
+ */
+extern bool jf_http_own_host_denied(const JfHttp *h, const char *primary,
+									const char *local, int port);
 extern bool jf_http_address_denied(const JfHttp *h, const char *address,
 								   int port);
 

@@ -53,6 +53,9 @@ typedef enum JfRefused
 	JF_REFUSED_CROSS_ORIGIN_BODY	/* the same, allowed, but with a body */
 } JfRefused;
 
+/* most bytes of response headers, 1xx responses and trailers read */
+#define JF_HTTP_MAX_HEADER_BYTES (256 * 1024)
+
 typedef struct JfReq
 {
 	struct JfReq *next;			/* host FIFO, active list or result FIFO */
@@ -75,6 +78,9 @@ typedef struct JfReq
 	char		errbuf[CURL_ERROR_SIZE];
 	struct JfHttp *http;		/* for the connect-time address check */
 	bool		denied;			/* a connection was refused by its address */
+	bool		tried_allowed;	/* and another of the hop's was allowed */
+	size_t		header_bytes;	/* response headers (and trailers) so far */
+	bool		headers_cut;	/* header_cb stopped the transfer */
 	bool		cut;			/* write_cb stopped the transfer: the
 								 * excerpt was full */
 	JfRefused	refused;		/* a request was refused by prereq_cb */

@@ -495,6 +495,45 @@ text_address_denied(const JfHttp *h, const char *text, int port)
 	return true;
 }
 
+/*
+ * Whether allow_networks lists a numeric address (and port) itself, or
+ * the IPv4 address an IPv6 one carries.
+ */
+static bool
+text_address_allowed(const JfHttp *h, const char *text, int port)
+{
+	unsigned char addr[16];
+	unsigned char v4[2][4];
+	int			nv4;
+
+	if (text != NULL && inet_pton(AF_INET, text, addr) == 1)
+		return in_networks(h->allow, h->nallow, AF_INET, addr, port);
+	if (text == NULL || inet_pton(AF_INET6, text, addr) != 1)
+		return false;
+	if (in_networks(h->allow, h->nallow, AF_INET6, addr, port))
+		return true;
+	nv4 = embedded_ipv4(addr, v4);
+	for (int k = 0; k < nv4; k++)
+		if (!in_networks(h->allow, h->nallow, AF_INET, v4[k], port))
+			return false;
+	return nv4 > 0;
+}
+
+/*
+ * A connection whose local address is its remote one went to an address
+ * of this host (the kernel answers a local address from itself); as
+ * loopback, it is refused when loopback is, unless allow_networks names
+ * the address.
+ */
+bool
+jf_http_own_host_denied(const JfHttp *h, const char *primary, const char *local, int port)
+{
+	if (primary == NULL || local == NULL || strcmp(primary, local) != 0)
+		return false;
+	return text_address_denied(h, strchr(primary, ':') ? "::1" : "127.0.0.1", port) &&
+		!text_address_allowed(h, primary, port);
+}
+
 bool
 jf_http_address_denied(const JfHttp *h, const char *address, int port)
 {
@@ -516,6 +555,9 @@ open_socket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *addres
 		r->denied = true;
 		return CURL_SOCKET_BAD;
 	}
+	/* a name with a denied and an allowed address fails as a connection */
+	if (purpose == CURLSOCKTYPE_IPCXN)
+		r->tried_allowed = true;
 	return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
 }
 
@@ -612,11 +654,19 @@ prereq_cb(void *clientp, char *primary_ip, char *local_ip, int primary_port, int
 {
 	JfReq	   *r = clientp;
 
-	(void) local_ip;
 	(void) local_port;
-	if (text_address_denied(r->http, primary_ip, primary_port))
+	/*
+	 * A connection whose local address is its remote one reached this
+	 * very host, through an address of its own that no list names (a
+	 * public one, say): it counts as loopback, refused when loopback is
+	 * unless allow_networks lists the address itself.  Nothing has been
+	 * sent yet.
+	 */
+	if (text_address_denied(r->http, primary_ip, primary_port) ||
+		jf_http_own_host_denied(r->http, primary_ip, local_ip, primary_port))
 	{
 		r->denied = true;
+		r->tried_allowed = false;
 		return CURL_PREREQFUNC_ABORT;
 	}
 	if (r->sends > 0 && !r->answered)
@@ -632,6 +682,9 @@ prereq_cb(void *clientp, char *primary_ip, char *local_ip, int primary_port, int
 	}
 	r->sends++;
 	r->answered = false;
+	/* the next hop's addresses are judged afresh */
+	r->denied = false;
+	r->tried_allowed = false;
 	return CURL_PREREQFUNC_OK;
 }
 
@@ -646,13 +699,17 @@ jf_http_req_complete(JfHttp *h, JfReq *r, CURLcode rc)
 	r->res.curl_code = (int) rc;
 	if (rc == CURLE_OK)
 		r->res.error_kind = JF_HTTP_OK;
+	else if (r->headers_cut && rc == CURLE_WRITE_ERROR)
+		jf_http_req_set_error(r, JF_HTTP_OTHER,
+							  "the response's headers went on past 256 kB: not read further");
 	else if (r->cut && rc == CURLE_WRITE_ERROR)
 	{
 		/* the status and the excerpt are in: the answer is complete enough */
 		r->res.error_kind = JF_HTTP_OK;
 		r->res.body_truncated = true;
 	}
-	else if (r->denied && (rc == CURLE_COULDNT_CONNECT || rc == CURLE_ABORTED_BY_CALLBACK))
+	else if (r->denied && !r->tried_allowed &&
+			 (rc == CURLE_COULDNT_CONNECT || rc == CURLE_ABORTED_BY_CALLBACK))
 		jf_http_req_set_error(r, JF_HTTP_INVALID,
 							  "connection refused by jobflow: the host's address is in deny_networks and not in allow_networks, or unspecified");
 	else if (r->refused == JF_REFUSED_RESEND && rc == CURLE_ABORTED_BY_CALLBACK)
@@ -871,6 +928,19 @@ header_cb(char *data, size_t size, size_t nmemb, void *arg)
 	size_t		n = size * nmemb;
 	static const char name[] = "retry-after:";
 
+	/*
+	 * Headers, 1xx responses and trailers that never end would grow
+	 * libcurl's memory until the task's timeout: a transfer gets
+	 * JF_HTTP_MAX_HEADER_BYTES of them in all, then ends (returning less
+	 * than n stops it).
+	 */
+	r->header_bytes += n;
+	if (r->header_bytes > JF_HTTP_MAX_HEADER_BYTES)
+	{
+		r->headers_cut = true;
+		return 0;
+	}
+
 	if (n >= 5 && strncmp(data, "HTTP/", 5) == 0)
 	{
 		r->answered = true;
@@ -932,6 +1002,9 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	r->max_body = h->max_response_bytes;
 	r->http = h;
 	r->denied = false;
+	r->tried_allowed = false;
+	r->header_bytes = 0;
+	r->headers_cut = false;
 	r->cut = false;
 	r->refused = JF_REFUSED_NONE;
 	r->sends = 0;

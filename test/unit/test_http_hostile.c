@@ -29,6 +29,12 @@
  * as the connection error it is.  "localhost" is such a name under the
  * README's own example, allow_networks = '127.0.0.1/32:8080'.
  *
+ * An address of this host that no list names (item 7, found after the
+ * review): a connection whose local address is its remote one reached
+ * this host, and counts as loopback.  Tested with 127.0.0.2 while the
+ * deny list names 127.0.0.1 alone, the way a host's public address is
+ * named by no list.
+ *
  * Loopback only: the denied addresses are refused before a socket exists.
  *
  *-------------------------------------------------------------------------
@@ -269,6 +275,112 @@ test_denied_sibling_address(void)
 	jf_http_destroy(h);
 }
 
+/* A receiver answering 200 "ok" to every connection, bound to ip; its port. */
+static int
+start_plain_at(const char *ip)
+{
+	struct sockaddr_in a;
+	socklen_t	alen = sizeof(a);
+	int			s = socket(AF_INET, SOCK_STREAM, 0);
+	pid_t		pid;
+
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	if (s < 0 || inet_pton(AF_INET, ip, &a.sin_addr) != 1 ||
+		bind(s, (struct sockaddr *) &a, sizeof(a)) != 0 || listen(s, 16) != 0 ||
+		getsockname(s, (struct sockaddr *) &a, &alen) != 0)
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0)
+	{
+		static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		alarm(120);
+		for (;;)
+		{
+			int			c = accept(s, NULL, NULL);
+			char		buf[4096];
+
+			if (c < 0)
+				continue;
+			(void) read(c, buf, sizeof(buf));
+			(void) write(c, answer, sizeof(answer) - 1);
+			close(c);
+		}
+	}
+	close(s);
+	return ntohs(a.sin_port);
+}
+
+/* One GET of http://ip:port/ under the lists given; its result's kind. */
+static int
+get_kind(const char *ip, int port, const char *deny, const char *allow)
+{
+	JfHttpConfig cfg = default_config();
+	JfHttp	   *h;
+	Collected  *c = calloc(1, sizeof(Collected));
+	JfHttpResult *r;
+	int			kind;
+
+	cfg.deny_networks = deny;
+	cfg.allow_networks = allow;
+	h = make(&cfg);
+	submit(h, 1, url_at(ip, port, "/"), "GET", NULL, 0, NULL, 10000);
+	run_until(h, c, 1, 15000);
+	r = by_id(c, 1);
+	kind = r == NULL ? -1 : (r->error_kind == JF_HTTP_OK && r->http_status == 200 ? JF_HTTP_OK :
+							 r->error_kind);
+	collected_free(c);
+	free(c);
+	jf_http_destroy(h);
+	return kind;
+}
+
+/*
+ * The decision on curl's numeric addresses (no traffic: a host's own
+ * public address cannot be a test's target), then the path on loopback:
+ * 127.0.0.2 is answered from 127.0.0.1, so it is not "this host's own"
+ * by that rule, and passes when the lists let it.
+ */
+static void
+test_own_host_address(void)
+{
+	JfHttpConfig cfg = default_config();
+	JfHttp	   *def;
+	JfHttp	   *open_lo;
+	JfHttp	   *allowed;
+	int			port;
+
+	cfg.deny_networks = JF_HTTP_DEFAULT_DENY_NETWORKS;
+	def = make(&cfg);
+	cfg.allow_networks = "192.0.2.2/32";
+	allowed = make(&cfg);
+	cfg.deny_networks = "10.0.0.0/8";
+	cfg.allow_networks = "";
+	open_lo = make(&cfg);
+	/* a public address of this host: local = remote */
+	CHECK(jf_http_own_host_denied(def, "192.0.2.2", "192.0.2.2", 5432));
+	CHECK(jf_http_own_host_denied(def, "2001:db8::2", "2001:db8::2", 5432));
+	/* another host */
+	CHECK(!jf_http_own_host_denied(def, "192.0.2.3", "192.0.2.2", 443));
+	/* named by allow_networks, or loopback not denied */
+	CHECK(!jf_http_own_host_denied(allowed, "192.0.2.2", "192.0.2.2", 5432));
+	CHECK(!jf_http_own_host_denied(open_lo, "192.0.2.2", "192.0.2.2", 5432));
+	jf_http_destroy(def);
+	jf_http_destroy(allowed);
+	jf_http_destroy(open_lo);
+
+	port = start_plain_at("127.0.0.2");
+	CHECK(port > 0);
+	if (port <= 0)
+		return;
+	CHECK(get_kind("127.0.0.2", port, "127.0.0.1/32", "") == JF_HTTP_OK);
+	CHECK(get_kind("127.0.0.2", port, JF_HTTP_DEFAULT_DENY_NETWORKS, "") == JF_HTTP_INVALID);
+}
+
 int
 main(void)
 {
@@ -281,6 +393,7 @@ main(void)
 	check_ends_early("/interim");
 	check_ends_early("/trailers");
 	test_denied_sibling_address();
+	test_own_host_address();
 	kill_hostile();
 	harness_stop();
 	return unit_done("test_http_hostile");
