@@ -34,6 +34,10 @@
 #   wait_final(conn, ids, timeout)   wait until tasks reach a final state
 #   task_row(conn, id), task_log(conn, id), worker_status(conn)
 #   epoch(conn, id)                  run_at of a task as Unix seconds
+#   call(conn, sql, args)            the first column of sql's first row
+#                                    (None when it returns no rows)
+#   stat(conn, name), settle(...)    a figure of jobflow.stats; the same
+#                                    once it has not moved for a while
 #   as_role(conn, role, sql, args)   sql after SET ROLE role: the first
 #                                    column of its first row (or None)
 #   notifications(conn, seconds)     the notifications conn receives
@@ -344,6 +348,34 @@ def schedule(conn, url, **kw):
     with conn.cursor() as cur:
         cur.execute("SELECT jobflow.schedule(%s)" % ", ".join(parts), args)
         return cur.fetchone()[0]
+
+
+def call(conn, sql, args=None):
+    """The first column of sql's first row, or None when it returns none."""
+    with conn.cursor() as cur:
+        cur.execute(sql, args)
+        row = cur.fetchone() if cur.description else None
+        return row[0] if row else None
+
+
+def stat(conn, name):
+    """A figure of jobflow.stats."""
+    return call(conn, "SELECT value FROM jobflow.stats WHERE metric = %s", (name,))
+
+
+def settle(conn, name, quiet=1.5, timeout=20):
+    """The figure once it has not moved for quiet seconds (at most timeout)."""
+    deadline = time.time() + timeout
+    last = stat(conn, name)
+    since = time.time()
+    while time.time() < deadline:
+        time.sleep(0.1)
+        now = stat(conn, name)
+        if now != last:
+            last, since = now, time.time()
+        elif time.time() - since >= quiet:
+            break
+    return last
 
 
 def as_role(conn, role, sql, args=None):

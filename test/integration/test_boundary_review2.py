@@ -44,14 +44,7 @@ import uuid
 import psycopg2
 import pytest
 
-from conftest import query, schedule, wait_final
-
-
-def call(conn, sql, args=None):
-    with conn.cursor() as cur:
-        cur.execute(sql, args)
-        row = cur.fetchone() if cur.description else None
-        return row[0] if row else None
+from conftest import call, query, schedule, settle, stat, wait_final
 
 
 def worker_pids(conn):
@@ -166,24 +159,6 @@ def test_queue_resumed_by_a_prepared_transaction_after_a_restart(server, connect
             call(admin, "DELETE FROM jobflow.task_log WHERE task_id = %s", (task,))
             call(admin, "DELETE FROM jobflow.tasks WHERE id = %s", (task,))
         call(admin, "DROP ROLE %s" % role)
-
-
-def stat(db, name):
-    return call(db, "SELECT value FROM jobflow.stats WHERE metric = %s", (name,))
-
-
-def settle(db, name, quiet=1.5, timeout=20):
-    deadline = time.time() + timeout
-    last = stat(db, name)
-    since = time.time()
-    while time.time() < deadline:
-        time.sleep(0.1)
-        now = stat(db, name)
-        if now != last:
-            last, since = now, time.time()
-        elif time.time() - since >= quiet:
-            break
-    return last
 
 
 def test_commit_prepared_reads_only_the_queue_it_changed(db, connect, new_role):

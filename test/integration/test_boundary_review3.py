@@ -27,14 +27,7 @@ import uuid
 
 import pytest
 
-from conftest import schedule, wait_final
-
-
-def call(conn, sql, args=None):
-    with conn.cursor() as cur:
-        cur.execute(sql, args)
-        row = cur.fetchone() if cur.description else None
-        return row[0] if row else None
+from conftest import call, schedule, wait_final
 
 
 @pytest.fixture

@@ -18,13 +18,7 @@ import uuid
 import psycopg2
 import pytest
 
-from conftest import as_role
-
-
-def call(conn, sql, args=None):
-    with conn.cursor() as cur:
-        cur.execute(sql, args)
-        return cur.fetchone()[0] if cur.description else None
+from conftest import as_role, call
 
 
 @pytest.fixture

@@ -21,13 +21,7 @@ import uuid
 import psycopg2
 import pytest
 
-from conftest import query, schedule, wait_final, worker_status
-
-
-def call(conn, sql, args=None):
-    with conn.cursor() as cur:
-        cur.execute(sql, args)
-        return cur.fetchone()[0] if cur.description else None
+from conftest import call, query, schedule, wait_final, worker_status
 
 
 @pytest.fixture

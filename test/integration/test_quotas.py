@@ -18,13 +18,7 @@ import time
 import psycopg2
 import pytest
 
-from conftest import query
-
-
-def call(conn, sql, args=None):
-    with conn.cursor() as cur:
-        cur.execute(sql, args)
-        return cur.fetchone()[0] if cur.description else None
+from conftest import call, query
 
 
 def error_of(conn, sql, args=None):

@@ -17,32 +17,7 @@ import uuid
 
 import psycopg2
 
-from conftest import query, schedule, wait_final
-
-
-def call(conn, sql, args=None):
-    with conn.cursor() as cur:
-        cur.execute(sql, args)
-        return cur.fetchone()[0] if cur.description else None
-
-
-def stat(db, name):
-    return call(db, "SELECT value FROM jobflow.stats WHERE metric = %s", (name,))
-
-
-def settle(db, name, quiet=1.5, timeout=20):
-    """The counter once it has not moved for quiet seconds."""
-    deadline = time.time() + timeout
-    last = stat(db, name)
-    since = time.time()
-    while time.time() < deadline:
-        time.sleep(0.1)
-        now = stat(db, name)
-        if now != last:
-            last, since = now, time.time()
-        elif time.time() - since >= quiet:
-            break
-    return last
+from conftest import call, query, schedule, settle, stat, wait_final
 
 
 def test_password_changes_in_a_loop_sweep_nothing(db, connect, receiver):

@@ -19,14 +19,7 @@ import time
 import psycopg2
 import pytest
 
-from conftest import query, schedule, wait_final
-
-
-def call(conn, sql, args=None):
-    with conn.cursor() as cur:
-        cur.execute(sql, args)
-        row = cur.fetchone() if cur.description else None
-        return row[0] if row else None
+from conftest import call, query, schedule, wait_final
 
 
 def wait_pid(conn, other_than=None, timeout=60):
