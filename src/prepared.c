@@ -120,6 +120,49 @@ entry_for(JobflowShared *s, const char *gid, bool *made)
 }
 
 /*
+ * Add to this PREPARE's entry: the ids lo..hi (lo > hi: none), the timers
+ * and queues named (more than an entry holds: all), or all of them.
+ */
+static void
+keep(int64 lo, int64 hi, const int64 *timers, int nt, bool all_timers,
+	 const JfQueueKey *queues, int nq, bool all_queues)
+{
+	JobflowShared *s = jf_db_slot(MyDatabaseId);
+	JfPreparedWake *entry;
+	bool		made;
+	int			i;
+
+	/* no worker: the one to come adopts it (jf_prepared_adopt) */
+	if (s == NULL || preparing_gid[0] == '\0')
+		return;
+	SpinLockAcquire(&s->wake_mutex);
+	/* a prepare that found no room is counted once */
+	entry = kept_this_prepare || !lost_this_prepare ? entry_for(s, preparing_gid, &made) : NULL;
+	if (entry == NULL)
+		lost_this_prepare = true;
+	else
+	{
+		if (lo <= hi)
+		{
+			entry->lo = entry->lo <= entry->hi ? Min(entry->lo, lo) : lo;
+			entry->hi = Max(entry->hi, hi);
+		}
+		if (all_timers || entry->ntimers + nt > JF_PREPARED_KEYS)
+			entry->cron = true;
+		else
+			for (i = 0; i < nt; i++)
+				entry->timer_ids[entry->ntimers++] = timers[i];
+		if (all_queues || entry->nqueues + nq > JF_PREPARED_KEYS)
+			entry->queues = true;
+		else
+			for (i = 0; i < nq; i++)
+				entry->queue_keys[entry->nqueues++] = queues[i];
+		kept_this_prepare = true;
+	}
+	SpinLockRelease(&s->wake_mutex);
+}
+
+/*
  * Called by each module that has something to keep (task_check.c for
  * tasks, changes.c for timers and queues), in the prepare callbacks of one
  * PREPARE TRANSACTION: the second call adds to the entry the first made.
@@ -127,67 +170,14 @@ entry_for(JobflowShared *s, const char *gid, bool *made)
 void
 jf_prepared_keep(int64 lo, int64 hi, bool cron, bool queues)
 {
-	JobflowShared *s = jf_db_slot(MyDatabaseId);
-	JfPreparedWake *entry;
-	bool		made;
-
-	/* no worker: the one to come adopts it (jf_prepared_adopt) */
-	if (s == NULL || preparing_gid[0] == '\0')
-		return;
-	SpinLockAcquire(&s->wake_mutex);
-	if (kept_this_prepare || !lost_this_prepare)
-	{
-		entry = entry_for(s, preparing_gid, &made);
-		if (entry == NULL)
-			lost_this_prepare = true;
-		else
-		{
-			if (lo <= hi)
-			{
-				entry->lo = entry->lo <= entry->hi ? Min(entry->lo, lo) : lo;
-				entry->hi = Max(entry->hi, hi);
-			}
-			entry->cron |= cron;
-			entry->queues |= queues;
-			kept_this_prepare = true;
-		}
-	}
-	SpinLockRelease(&s->wake_mutex);
+	keep(lo, hi, NULL, 0, cron, NULL, 0, queues);
 }
 
 void
 jf_prepared_keep_changes(const int64 *timers, int nt, bool all_timers,
 						 const JfQueueKey *queues, int nq, bool all_queues)
 {
-	JobflowShared *s = jf_db_slot(MyDatabaseId);
-	JfPreparedWake *entry;
-	bool		made;
-	int			i;
-
-	if (s == NULL || preparing_gid[0] == '\0')
-		return;
-	SpinLockAcquire(&s->wake_mutex);
-	if (kept_this_prepare || !lost_this_prepare)
-	{
-		entry = entry_for(s, preparing_gid, &made);
-		if (entry == NULL)
-			lost_this_prepare = true;
-		else
-		{
-			if (all_timers || entry->ntimers + nt > JF_PREPARED_KEYS)
-				entry->cron = true;
-			else
-				for (i = 0; i < nt; i++)
-					entry->timer_ids[entry->ntimers++] = timers[i];
-			if (all_queues || entry->nqueues + nq > JF_PREPARED_KEYS)
-				entry->queues = true;
-			else
-				for (i = 0; i < nq; i++)
-					entry->queue_keys[entry->nqueues++] = queues[i];
-			kept_this_prepare = true;
-		}
-	}
-	SpinLockRelease(&s->wake_mutex);
+	keep(1, 0, timers, nt, all_timers, queues, nq, all_queues);
 }
 
 /*
