@@ -21,6 +21,9 @@
 #              jobflow_user; its tasks, log rows and timers are deleted,
 #              and it is dropped, when the test ends.
 #   app_role   one such role.
+#   role       factory: role() -> name of a fresh NOLOGIN role granted
+#              jobflow_user; dropped, with what it owns (DROP OWNED), when
+#              the test ends if it still exists.
 #   connect    factory: connect(autocommit=True) -> psycopg2 connection,
 #              closed when the test ends.
 #   db         one autocommit connection (connect()).
@@ -278,6 +281,28 @@ def new_role(db):
             cur.execute("DELETE FROM jobflow.task_log WHERE owner = %s::regrole", (name,))
             cur.execute("DELETE FROM jobflow.tasks WHERE owner = %s::regrole", (name,))
             cur.execute("DROP ROLE %s" % name)
+
+
+@pytest.fixture
+def role(db):
+    """Factory of NOLOGIN roles granted jobflow_user (see the header)."""
+    names = []
+
+    def make():
+        name = "jf_role_" + uuid.uuid4().hex[:8]
+        with db.cursor() as cur:
+            cur.execute("CREATE ROLE %s" % name)
+            cur.execute("GRANT jobflow_user TO %s" % name)
+        names.append(name)
+        return name
+    yield make
+    with db.cursor() as cur:
+        cur.execute("RESET ROLE")
+        for name in names:
+            cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,))
+            if cur.fetchone():
+                cur.execute("DROP OWNED BY %s" % name)
+                cur.execute("DROP ROLE %s" % name)
 
 
 @pytest.fixture

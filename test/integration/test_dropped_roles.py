@@ -13,35 +13,10 @@
 # -------------------------------------------------------------------------
 
 import time
-import uuid
 
 import psycopg2
-import pytest
 
 from conftest import as_role, call
-
-
-@pytest.fixture
-def role(db):
-    """Factory of NOLOGIN roles granted jobflow_user, dropped (with what
-    they own) at the end of the test if they still exist."""
-    names = []
-
-    def make():
-        name = "jf_owned_" + uuid.uuid4().hex[:8]
-        with db.cursor() as cur:
-            cur.execute("CREATE ROLE %s" % name)
-            cur.execute("GRANT jobflow_user TO %s" % name)
-        names.append(name)
-        return name
-    yield make
-    with db.cursor() as cur:
-        cur.execute("RESET ROLE")
-        for name in names:
-            cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,))
-            if cur.fetchone():
-                cur.execute("DROP OWNED BY %s" % name)
-                cur.execute("DROP ROLE %s" % name)
 
 
 def give_everything(db, name):

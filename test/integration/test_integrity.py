@@ -166,27 +166,6 @@ def test_worker_goes_quietly_after_drop_extension(db, receiver, server):
 # 5. Roles
 # -------------------------------------------------------------------------
 
-@pytest.fixture
-def role(db):
-    names = []
-
-    def make():
-        name = "jf_role_" + uuid.uuid4().hex[:8]
-        with db.cursor() as cur:
-            cur.execute("CREATE ROLE %s" % name)
-            cur.execute("GRANT jobflow_user TO %s" % name)
-        names.append(name)
-        return name
-    yield make
-    with db.cursor() as cur:
-        cur.execute("RESET ROLE")
-        for name in names:
-            cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,))
-            if cur.fetchone():
-                cur.execute("DROP OWNED BY %s" % name)
-                cur.execute("DROP ROLE %s" % name)
-
-
 def test_drop_role_refused_then_drop_owned(db, receiver, role):
     r = role()
     url, _ = receiver.unique_url("/ok")
