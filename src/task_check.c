@@ -631,13 +631,6 @@ get_column(HeapTuple tuple, TupleDesc desc, int attnum, bool *isnull)
 	return heap_getattr(tuple, attnum, desc, isnull);
 }
 
-/*
- * Validate a task row; fill repl/replace with the normalised values
- * (method in upper case, headers defaulting to {}, owner defaulting to the
- * current role).  Ownership is checked on insert only: who may update a
- * row is decided by row-level security, and only a superuser may change
- * its owner.
- */
 /* Whether a task row is pending, or a timer row active. */
 static bool
 will_fire(HeapTuple tuple, TupleDesc desc, TaskColumns *cols)
@@ -658,6 +651,14 @@ will_fire(HeapTuple tuple, TupleDesc desc, TaskColumns *cols)
 	return false;
 }
 
+/*
+ * Validate a task row; fill repl/replace with the normalised values
+ * (method in upper case, headers defaulting to {}, owner defaulting to the
+ * current role).  Who may insert a row for another role, or update a
+ * row, is decided on insert and by row-level security (only a superuser
+ * may change an owner); whether the owner may own tasks at all, whenever
+ * the row is to go out (jf_check_owner_role).
+ */
 static void
 check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 		   bool is_insert, Datum *repl, bool *repl_null, bool *replace)

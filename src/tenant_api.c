@@ -75,6 +75,16 @@ jf_as_owner_end(const JfAsOwner *s)
 	AtEOXact_GUC(true, s->save_nestlevel);
 }
 
+/* the last owner jf_check_owner_role passed, while no role changed */
+static Oid	owner_checked = InvalidOid;
+static bool owner_callbacks = false;
+
+static void
+owner_check_forget(Datum arg, int cacheid, uint32 hashvalue)
+{
+	owner_checked = InvalidOid;
+}
+
 /*
  * A role every tenant holds cannot own anything of jobflow's: jobflow_user
  * (every application is a member), jobflow_monitor and jobflow_admin, the
@@ -85,15 +95,6 @@ jf_as_owner_end(const JfAsOwner *s)
  * whoever used it.  A group role an administrator made on purpose may own
  * tasks: its members share them, as they share its tables.
  */
-static Oid	owner_checked = InvalidOid;	/* passed, while no role changed */
-static bool owner_callbacks = false;
-
-static void
-owner_check_forget(Datum arg, int cacheid, uint32 hashvalue)
-{
-	owner_checked = InvalidOid;
-}
-
 void
 jf_check_owner_role(Oid role)
 {
