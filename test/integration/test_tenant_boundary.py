@@ -352,3 +352,35 @@ def test_outcomes_reach_their_owner_alone(connect, db, receiver, new_role):
     workers = {r["pid"] for r in query(db, "SELECT pid FROM jobflow.worker_status()")}
     assert {n.pid for n in heard} <= workers
     assert notifications(b, 1.0) == []
+
+
+def test_read_all_data_reads_no_secret(connect, db, app_role, cleanup_secrets):
+    """pg_read_all_data has SELECT on every table; the tables of secrets
+    have row-level security with no policy, so it reads no row of them."""
+    cleanup_secrets.append(app_role)
+    as_role(db, app_role, "SELECT jobflow.set_secret('api', 'v', ARRAY['http://127.0.0.1:9'])")
+    as_role(db, app_role, "SELECT jobflow.create_signing_secret()")
+    reader = "reader_" + uuid.uuid4().hex[:8]
+    with db.cursor() as cur:
+        cur.execute("CREATE ROLE %s LOGIN IN ROLE pg_read_all_data" % reader)
+    try:
+        spy = connect(user=reader)
+        for table in ("secrets", "signing_secrets", "outcome_key"):
+            assert query(spy, "SELECT count(*) AS n FROM jobflow.%s" % table)[0]["n"] == 0, table
+        assert query(db, "SELECT count(*) AS n FROM jobflow.secrets")[0]["n"] >= 1
+    finally:
+        with db.cursor() as cur:
+            cur.execute("DELETE FROM jobflow.signing_secrets WHERE owner = %s::regrole", (app_role,))
+            cur.execute("DROP ROLE %s" % reader)
+
+
+def test_secret_names_and_values_are_checked(db, app_role, cleanup_secrets):
+    cleanup_secrets.append(app_role)
+    for name in ("", "x" * 64, "a b", "a/b", "é"):
+        e = error_of(db, app_role, "SELECT jobflow.set_secret(%s, 'v', ARRAY['http://127.0.0.1:9'])", (name,))
+        assert e.pgcode == "22023", (name, e)
+    for value in ("", "x" * 8193, "a\nb", "a\rb", "a\x01b"):
+        e = error_of(db, app_role, "SELECT jobflow.set_secret('ok', %s, ARRAY['http://127.0.0.1:9'])", (value,))
+        assert e.pgcode == "22023", (repr(value), e)
+        assert value == "" or value[:3] not in str(e) or value == "x" * 8193
+    as_role(db, app_role, "SELECT jobflow.set_secret('a-b_c.9', %s, ARRAY['http://127.0.0.1:9'])", ("x" * 8192,))
