@@ -261,48 +261,51 @@ def db(connect):
     return connect()
 
 
-@pytest.fixture
-def new_role(db):
-    """Factory of throwaway application roles (see the header)."""
+def _roles(db, prefix, attributes, drop):
+    """A factory of roles granted jobflow_user, and the list of their names
+    for drop(cur, name) to clean up after the test."""
     names = []
 
     def make():
-        name = "app_" + uuid.uuid4().hex[:10]
+        name = prefix + uuid.uuid4().hex[:10]
         with db.cursor() as cur:
-            cur.execute("CREATE ROLE %s LOGIN" % name)
+            cur.execute("CREATE ROLE %s %s" % (name, attributes))
             cur.execute("GRANT jobflow_user TO %s" % name)
         names.append(name)
         return name
+
+    def cleanup():
+        with db.cursor() as cur:
+            cur.execute("RESET ROLE")
+            for name in names:
+                drop(cur, name)
+    return make, cleanup
+
+
+@pytest.fixture
+def new_role(db):
+    """Factory of throwaway application roles (see the header)."""
+    def drop(cur, name):
+        cur.execute("DELETE FROM jobflow.cron_timers WHERE owner = %s::regrole", (name,))
+        cur.execute("DELETE FROM jobflow.task_log WHERE owner = %s::regrole", (name,))
+        cur.execute("DELETE FROM jobflow.tasks WHERE owner = %s::regrole", (name,))
+        cur.execute("DROP ROLE %s" % name)
+    make, cleanup = _roles(db, "app_", "LOGIN", drop)
     yield make
-    with db.cursor() as cur:
-        cur.execute("RESET ROLE")
-        for name in names:
-            cur.execute("DELETE FROM jobflow.cron_timers WHERE owner = %s::regrole", (name,))
-            cur.execute("DELETE FROM jobflow.task_log WHERE owner = %s::regrole", (name,))
-            cur.execute("DELETE FROM jobflow.tasks WHERE owner = %s::regrole", (name,))
-            cur.execute("DROP ROLE %s" % name)
+    cleanup()
 
 
 @pytest.fixture
 def role(db):
     """Factory of NOLOGIN roles granted jobflow_user (see the header)."""
-    names = []
-
-    def make():
-        name = "jf_role_" + uuid.uuid4().hex[:8]
-        with db.cursor() as cur:
-            cur.execute("CREATE ROLE %s" % name)
-            cur.execute("GRANT jobflow_user TO %s" % name)
-        names.append(name)
-        return name
+    def drop(cur, name):
+        cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,))
+        if cur.fetchone():
+            cur.execute("DROP OWNED BY %s" % name)
+            cur.execute("DROP ROLE %s" % name)
+    make, cleanup = _roles(db, "jf_role_", "NOLOGIN", drop)
     yield make
-    with db.cursor() as cur:
-        cur.execute("RESET ROLE")
-        for name in names:
-            cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,))
-            if cur.fetchone():
-                cur.execute("DROP OWNED BY %s" % name)
-                cur.execute("DROP ROLE %s" % name)
+    cleanup()
 
 
 @pytest.fixture
