@@ -17,38 +17,38 @@ PGFILEDESC = "jobflow - delayed and recurring HTTP callbacks"
 
 OBJS = \
 	src/jobflow.o \
-	src/task_check.o \
-	src/worker.o \
-	src/xact.o \
-	src/launcher.o \
-	src/launcher_hook.o \
-	src/compat.o \
-	src/schema_version.o \
-	src/guard.o \
-	src/feed.o \
-	src/dispatch.o \
-	src/log_writer.o \
-	src/wheel.o \
-	src/wheel_pool.o \
-	src/http.o \
-	src/http_queue.o \
-	src/http_request.o \
-	src/fair.o \
-	src/rate.o \
-	src/queues.o \
-	src/quota.o \
-	src/changes.o \
-	src/cron_parse.o \
-	src/cron.o \
-	src/cron_sql.o \
-	src/tenant_api.o \
-	src/signing.o \
-	src/secrets.o \
-	src/outcome_channel.o \
-	src/prepared.o \
-	src/prune.o \
-	src/metrics.o \
-	src/fault.o
+	src/core/cron.o \
+	src/core/cron_parse.o \
+	src/core/fair.o \
+	src/core/rate.o \
+	src/core/wheel.o \
+	src/core/wheel_pool.o \
+	src/http/http.o \
+	src/http/queue.o \
+	src/http/request.o \
+	src/base/compat.o \
+	src/base/fault.o \
+	src/base/metrics.o \
+	src/base/signing.o \
+	src/launcher/hook.o \
+	src/launcher/launcher.o \
+	src/launcher/prepared.o \
+	src/worker/cron_sql.o \
+	src/worker/dispatch.o \
+	src/worker/feed.o \
+	src/worker/guard.o \
+	src/worker/log_writer.o \
+	src/worker/prune.o \
+	src/worker/queues.o \
+	src/worker/schema_version.o \
+	src/worker/worker.o \
+	src/worker/xact.o \
+	src/api/changes.o \
+	src/api/outcome_channel.o \
+	src/api/quota.o \
+	src/api/secrets.o \
+	src/api/task_check.o \
+	src/api/tenant_api.o
 
 REGRESS = schedule validation lifecycle cron
 REGRESS_OPTS = --inputdir=. --load-extension=jobflow
@@ -66,11 +66,11 @@ jobflow--0.3.0.sql: src/install_prelude.sql jobflow--0.1.0.sql jobflow--0.1.0--0
 
 # a VPATH build (pg_buildext builds in build-<version>/) needs the objects' directory
 ifdef VPATH
-$(shell mkdir -p src)
+$(shell mkdir -p src/core src/http src/base src/launcher src/worker src/api)
 endif
 
 # PGXS does not track headers: a changed struct must rebuild every module
-$(OBJS): $(wildcard $(srcdir)/src/*.h)
+$(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/*/*.h)
 
 unit:
 	$(MAKE) -C test/unit check

@@ -12,10 +12,10 @@
  */
 #include "jobflow.h"
 
-#include "guard.h"
-#include "fault.h"
-#include "http.h"
-#include "launcher.h"
+#include "worker/guard.h"
+#include "base/fault.h"
+#include "http/http.h"
+#include "launcher/launcher.h"
 
 #include <limits.h>
 

@@ -19,7 +19,7 @@
 #include "storage/spin.h"
 #include "datatype/timestamp.h"
 
-#include "metrics.h"
+#include "base/metrics.h"
 
 #define JOBFLOW_VERSION "0.3.0"
 #define JOBFLOW_CHANNEL "jobflow"

@@ -333,7 +333,7 @@ def called_functions():
             [os.path.join(REPO, "src", "install_prelude.sql")]:
         with open(path) as f:
             names |= {m.lower() for m in call.findall(f.read())}
-    for path in glob.glob(os.path.join(REPO, "src", "*.c")):
+    for path in glob.glob(os.path.join(REPO, "src", "**", "*.c"), recursive=True):
         with open(path) as f:
             for literal in re.findall(r'"((?:[^"\\\n]|\\.)*)"', f.read()):
                 names |= {m.lower() for m in call.findall(literal)}

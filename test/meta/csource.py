@@ -70,12 +70,12 @@ class Function:
 
 class Source:
     """Every function (a list: static ones of two files may share a name)
-    and every macro holding SQL of src/*.c, or of the files given."""
+    and every macro holding SQL of src/**/*.c, or of the files given."""
 
     def __init__(self, paths=None):
         self.functions = []
         self.macros = {}
-        for path in paths or sorted(glob.glob(os.path.join(REPO, "src", "*.c"))):
+        for path in paths or sorted(glob.glob(os.path.join(REPO, "src", "**", "*.c"), recursive=True)):
             with open(path) as f:
                 text = blank_comments(f.read())
             for m in MACRO.finditer(text):

@@ -1,0 +1,1263 @@
+/*-------------------------------------------------------------------------
+ *
+ * task_check.c
+ *	  Row trigger on jobflow.tasks: validates every task that enters the
+ *	  table and enforces the task state machine on every update.
+ *
+ * Validation lives in a BEFORE ROW trigger rather than in schedule() so
+ * that schedule(), a set-based INSERT ... SELECT and COPY are held to the
+ * same rules: nothing invalid is ever stored, and an error leaves nothing
+ * half-written because it aborts the statement.
+ *
+ * Error messages never echo a URL: a URL may carry secrets in its query
+ * string, and errors end up in the server log.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "jobflow.h"
+#include "api/task_check.h"
+#include "launcher/prepared.h"
+#include "api/secrets.h"
+#include "base/compat.h"
+#include "api/tenant_api.h"
+
+#include "access/detoast.h"
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+#include <arpa/inet.h>
+
+#define URL_MAX_LENGTH		8192
+#define HOST_MAX_LENGTH		253		/* RFC 1035: a name in text form */
+#define LABEL_MAX_LENGTH	63
+#define QUEUE_MAX_LENGTH	63
+#define HEADER_NAME_MAX		256
+#define TIMEOUT_MAX_MS		3600000
+#define ATTEMPTS_MAX		1000
+
+/* Column numbers of jobflow.tasks (or of a row with the same columns). */
+typedef struct TaskColumns
+{
+	int			id;
+	int			url;
+	int			method;
+	int			headers;
+	int			body;
+	int			body_bytes;		/* 0 when the table has none (0.1.0, timers) */
+	int			content_type;
+	int			run_at;
+	int			state;
+	int			max_attempts;
+	int			timeout_ms;
+	int			queue;
+	int			owner;
+	int			updated_at;
+	int			attempts;		/* tasks only */
+	int			attempts_base;	/* tasks only; 0 under a 0.1.0 schema */
+	int			active;			/* timers only; 0 for tasks */
+} TaskColumns;
+
+static const char *const http_methods[] = {
+	"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", NULL
+};
+
+/* Headers the dispatcher owns or that would break the request framing. */
+static const char *const reserved_headers[] = {
+	"host", "content-length", "transfer-encoding", "connection", "expect",
+	"te", "trailer", "upgrade", "keep-alive", "proxy-connection",
+	"proxy-authorization", "webhook-id", "webhook-timestamp", "webhook-signature",
+	NULL
+};
+
+static void lookup_columns(Relation rel, TaskColumns *cols);
+static void check_ipv6_host(const char *start, const char *end);
+static void check_name_host(const char *start, const char *end);
+static void check_queue(const char *queue);
+static void check_run_at(HeapTuple tuple, TupleDesc desc, TaskColumns *cols);
+static bool request_changed(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc,
+							TaskColumns *cols);
+static char *check_method(const char *method);
+static void check_header_value(const char *what, const char *value, int len);
+static void check_headers(Jsonb *headers, const char *content_type,
+						  char **same_content_type, List **secret_refs);
+static void check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
+					   bool is_insert, Datum *repl, bool *repl_null, bool *replace);
+static const char *state_name(Datum state);
+static bool check_transition(HeapTuple oldtup, HeapTuple newtup,
+							 TupleDesc desc, TaskColumns *cols);
+static void redrive(HeapTuple oldtup, TupleDesc desc, TaskColumns *cols,
+					Datum *repl, bool *replace);
+
+/*
+ * The trigger functions read columns by name and keep per-relation state:
+ * attached to any other table, or at another timing, they would fail in
+ * ways that look like bugs (XX000) or announce rows that are no tasks.
+ * Only a superuser can get that far (EXECUTE is revoked from everyone
+ * else, and SQL refuses a direct call of a trigger function), but the
+ * answer is still a clear error.
+ */
+void
+jobflow_require_trigger(FunctionCallInfo fcinfo, const char *funcname,
+						bool before, bool row, const char *relname)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	static Oid	checked[3] = {InvalidOid, InvalidOid, InvalidOid};	/* tasks,
+																		 * cron_timers,
+																		 * queues */
+	Oid		   *known;
+	Relation	rel;
+	char	   *nspname;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function \"%s\" was not called by trigger manager", funcname)));
+	if ((before ? !TRIGGER_FIRED_BEFORE(trigdata->tg_event) :
+		 !TRIGGER_FIRED_AFTER(trigdata->tg_event)) ||
+		(row ? !TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) :
+		 !TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event)))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function \"%s\" must be fired %s %s", funcname,
+						before ? "BEFORE" : "AFTER", row ? "for each row" : "for each statement")));
+	/* once per relation: the row triggers run for every row of a COPY */
+	rel = trigdata->tg_relation;
+	known = &checked[strcmp(relname, "tasks") == 0 ? 0 :
+					 strcmp(relname, "cron_timers") == 0 ? 1 : 2];
+	if (RelationGetRelid(rel) == *known)
+		return;
+	nspname = get_namespace_name(RelationGetNamespace(rel));
+	if (nspname == NULL || strcmp(nspname, "jobflow") != 0 ||
+		strcmp(RelationGetRelationName(rel), relname) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function \"%s\" can only be fired on jobflow.%s", funcname, relname),
+				 errdetail("It is internal to jobflow.")));
+	*known = RelationGetRelid(rel);
+}
+
+static int
+column_number(TupleDesc desc, const char *name)
+{
+	int			attnum = SPI_fnumber(desc, name);
+
+	if (attnum <= 0)
+		elog(ERROR, "jobflow.tasks has no column \"%s\"", name);
+	return attnum;
+}
+
+/*
+ * The columns that describe a request.  jobflow.cron_timers has them too
+ * (a timer is a template for tasks) but no run_at and no state: those are
+ * left 0 when optional is true.
+ */
+static void
+lookup_request_columns(TupleDesc desc, TaskColumns *cols, bool optional)
+{
+	cols->url = column_number(desc, "url");
+	cols->method = column_number(desc, "method");
+	cols->headers = column_number(desc, "headers");
+	cols->body = column_number(desc, "body");
+	cols->content_type = column_number(desc, "content_type");
+	cols->body_bytes = Max(SPI_fnumber(desc, "body_bytes"), 0);
+	cols->max_attempts = column_number(desc, "max_attempts");
+	cols->timeout_ms = column_number(desc, "timeout_ms");
+	cols->queue = column_number(desc, "queue");
+	cols->owner = column_number(desc, "owner");
+	cols->updated_at = column_number(desc, "updated_at");
+	cols->run_at = optional ? Max(SPI_fnumber(desc, "run_at"), 0) :
+		column_number(desc, "run_at");
+	cols->state = optional ? Max(SPI_fnumber(desc, "state"), 0) :
+		column_number(desc, "state");
+	cols->active = optional ? Max(SPI_fnumber(desc, "active"), 0) : 0;
+}
+
+/*
+ * The trigger runs for every row of a bulk INSERT: look the columns up once
+ * per relation, not once per row.  A cached entry stays right as long as
+ * the relation and its number of attributes are the same.
+ */
+static void
+lookup_columns(Relation rel, TaskColumns *cols)
+{
+	static Oid	cached_relid = InvalidOid;
+	static int	cached_natts = 0;
+	static TaskColumns cached;
+	TupleDesc	desc = RelationGetDescr(rel);
+
+	if (cached_relid != RelationGetRelid(rel) || cached_natts != desc->natts)
+	{
+		cached_relid = InvalidOid;
+		lookup_request_columns(desc, &cached, false);
+		cached.id = column_number(desc, "id");
+		cached.attempts = column_number(desc, "attempts");
+		cached.attempts_base = Max(SPI_fnumber(desc, "attempts_base"), 0);
+		cached_relid = RelationGetRelid(rel);
+		cached_natts = desc->natts;
+	}
+	*cols = cached;
+}
+
+/*
+ * Accept only absolute http(s) URLs with a host, and nothing that could
+ * smuggle a second request line, credentials or another protocol past
+ * libcurl.  This is deliberately stricter than RFC 3986: callback URLs are
+ * machine-made, and an odd one is more likely an attack than a need.
+ */
+void
+jf_check_url(const char *url)
+{
+	const char *p;
+	const char *authority;
+	const char *host_end;
+	size_t		len = strlen(url);
+
+	if (len > URL_MAX_LENGTH)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("callback URL is too long"),
+				 errdetail("The URL has %zu bytes; the limit is %d.", len, URL_MAX_LENGTH)));
+
+	for (p = url; *p; p++)
+	{
+		unsigned char c = (unsigned char) *p;
+
+		if (c <= 0x20 || c >= 0x7f)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("callback URL contains a space, control or non-ASCII character at byte %d",
+							(int) (p - url) + 1),
+					 errhint("Percent-encode such characters.")));
+	}
+
+	if (pg_strncasecmp(url, "http://", 7) == 0)
+		authority = url + 7;
+	else if (pg_strncasecmp(url, "https://", 8) == 0)
+		authority = url + 8;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("callback URL must be an absolute http or https URL"),
+				 errdetail("Other schemes, such as file, ftp or gopher, and relative URLs are not accepted.")));
+
+	host_end = authority + strcspn(authority, "/?#");
+	for (p = authority; p < host_end; p++)
+	{
+		if (*p == '@')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("callback URL must not contain credentials"),
+					 errhint("Send credentials in a header, for example Authorization.")));
+		if (*p == '\\')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("callback URL contains a backslash in its host part")));
+	}
+
+	p = authority;
+	if (*p == '[')
+	{
+		/* IPv6 literal: hex digits, colons and dots up to ']' */
+		p++;
+		while (p < host_end && (isxdigit((unsigned char) *p) || *p == ':' || *p == '.'))
+			p++;
+		if (p >= host_end || *p != ']' || p == authority + 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("callback URL has an invalid IPv6 host")));
+		check_ipv6_host(authority + 1, p);
+		p++;
+	}
+	else
+	{
+		const char *start = p;
+
+		while (p < host_end && (isalnum((unsigned char) *p) || *p == '-' ||
+								*p == '.' || *p == '_'))
+			p++;
+		if (p == start)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("callback URL has no host")));
+		if (p == host_end || *p == ':')
+			check_name_host(start, p);
+	}
+
+	if (p < host_end && *p == ':')
+	{
+		long		port = 0;
+		const char *digits = ++p;
+
+		while (p < host_end && isdigit((unsigned char) *p) && port <= 65535)
+			port = port * 10 + (*p++ - '0');
+		if (p == digits || p != host_end || port < 1 || port > 65535)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("callback URL has an invalid port"),
+					 errdetail("A port is a number from 1 to 65535.")));
+	}
+	if (p != host_end)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("callback URL has an invalid character in its host at byte %d",
+						(int) (p - url) + 1)));
+}
+
+/*
+ * An IP-literal of RFC 3986 must hold an IPv6 address: inet_pton() is the
+ * grammar of RFC 4291 section 2.2.  IPvFuture and zone identifiers (RFC
+ * 6874) are refused by the character scan in jf_check_url already.
+ */
+static void
+check_ipv6_host(const char *start, const char *end)
+{
+	char		buf[INET6_ADDRSTRLEN + 1];
+	unsigned char addr[16];
+
+	if (end - start >= (ptrdiff_t) sizeof(buf))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("callback URL has an invalid IPv6 host"),
+				 errdetail("The address between brackets is too long for an IPv6 address.")));
+	memcpy(buf, start, end - start);
+	buf[end - start] = '\0';
+	if (inet_pton(AF_INET6, buf, addr) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("callback URL has an invalid IPv6 host"),
+				 errdetail("The host between brackets must be an IPv6 address as in RFC 4291, such as [2001:db8::1].")));
+}
+
+/*
+ * A host that is not bracketed is an IPv4 address or a DNS name.  RFC 3986
+ * would take any run of unreserved characters as a reg-name, but a
+ * resolver only ever finds names made of labels (RFC 1123 section 2.1: 1
+ * to 63 letters, digits or hyphens, neither first nor last a hyphen; at
+ * most 253 characters; underscores are kept, as some service names use
+ * them), and a name whose last label is numeric is no DNS name at all
+ * (RFC 3696 section 2): resolvers and libcurl take "1.2.3.4.5", "127.1",
+ * "0" or "0x7f.1" as legacy IPv4 forms, so only the dotted-decimal form of
+ * RFC 3986 is accepted there.  A single trailing dot (a fully qualified
+ * name) is allowed.
+ */
+static void
+check_name_host(const char *start, const char *end)
+{
+	const char *label = start;
+	const char *last_label = start;
+	const char *p;
+	bool		numeric = true;
+	bool		hex;
+
+	if (end > start && end[-1] == '.' && end - 1 > start)
+		end--;
+	if (end - start > HOST_MAX_LENGTH)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("callback URL has an invalid host"),
+				 errdetail("A host name has at most %d characters.", HOST_MAX_LENGTH)));
+	for (p = start; p <= end; p++)
+	{
+		if (p < end && *p != '.')
+			continue;
+		if (p == label || p - label > LABEL_MAX_LENGTH ||
+			*label == '-' || p[-1] == '-')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("callback URL has an invalid host"),
+					 errdetail("A host name is made of labels of 1 to %d letters, digits, hyphens or underscores, separated by dots, none beginning or ending with a hyphen.",
+							   LABEL_MAX_LENGTH)));
+		last_label = label;
+		label = p + 1;
+	}
+
+	/* numeric last label: decimal, or the 0x hex a resolver would accept */
+	p = last_label;
+	hex = (end - p > 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X'));
+	for (p += hex ? 2 : 0; p < end; p++)
+	{
+		if (!(hex ? isxdigit((unsigned char) *p) : isdigit((unsigned char) *p)))
+			numeric = false;
+	}
+	if (numeric)
+	{
+		char		buf[HOST_MAX_LENGTH + 1];
+		struct in_addr addr;
+
+		memcpy(buf, start, end - start);
+		buf[end - start] = '\0';
+		/* glibc's inet_pton takes exactly four decimal parts, no leading 0 */
+		if (inet_pton(AF_INET, buf, &addr) != 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("callback URL has an invalid IPv4 host"),
+					 errdetail("A host whose last label is a number must be an IPv4 address in dotted-decimal form, such as 192.0.2.1.")));
+	}
+}
+
+/*
+ * Queue names are labels an operator reads in psql and in logs: printable
+ * characters only, no leading or trailing space.  Control characters
+ * (C0, DEL and, in UTF-8, C1) could rewrite a terminal or forge log lines.
+ */
+static void
+check_queue(const char *queue)
+{
+	const unsigned char *p = (const unsigned char *) queue;
+	size_t		len = strlen(queue);
+
+	for (; *p; p++)
+	{
+		if (*p < 0x20 || *p == 0x7f ||
+			(GetDatabaseEncoding() == PG_UTF8 && p[0] == 0xc2 &&
+			 p[1] >= 0x80 && p[1] <= 0x9f))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("queue name contains a control character at byte %d",
+							(int) (p - (const unsigned char *) queue) + 1),
+					 errdetail("A queue name has 1 to %d bytes of printable characters.",
+							   QUEUE_MAX_LENGTH)));
+	}
+	if (queue[0] == ' ' || queue[len - 1] == ' ')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("queue name must not begin or end with a space")));
+}
+
+/* A task's queue name, or one naming a queue in jobflow.queues. */
+void
+jobflow_check_queue_name(text *name)
+{
+	if (name == NULL || VARSIZE_ANY_EXHDR(name) == 0 ||
+		VARSIZE_ANY_EXHDR(name) > QUEUE_MAX_LENGTH)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("queue name must have 1 to %d bytes", QUEUE_MAX_LENGTH)));
+	check_queue(text_to_cstring(name));
+}
+
+/* RFC 9110 token characters, the only ones allowed in a header name. */
+static bool
+is_token_char(unsigned char c)
+{
+	return isalnum(c) || strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+/* Returns the method in upper case, the form sent on the wire. */
+static char *
+check_method(const char *method)
+{
+	int			i;
+
+	for (i = 0; http_methods[i] != NULL; i++)
+	{
+		if (pg_strcasecmp(method, http_methods[i]) == 0)
+			return pstrdup(http_methods[i]);
+	}
+	/* echo the method only when it cannot carry a line break into the log */
+	for (i = 0; method[i] != '\0' && i <= 16; i++)
+	{
+		if (!is_token_char((unsigned char) method[i]))
+			break;
+	}
+	if (method[i] != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid HTTP method"),
+				 errhint("Use one of GET, POST, PUT, PATCH, DELETE, HEAD or OPTIONS.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unsupported HTTP method \"%s\"", method),
+			 errhint("Use one of GET, POST, PUT, PATCH, DELETE, HEAD or OPTIONS.")));
+	return NULL;				/* keep compiler quiet */
+}
+
+/* A header value may hold visible characters, spaces and tabs only. */
+static void
+check_header_value(const char *what, const char *value, int len)
+{
+	int			i;
+
+	for (i = 0; i < len; i++)
+	{
+		unsigned char c = (unsigned char) value[i];
+
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("%s contains a control character", what),
+					 errdetail("Carriage returns, line feeds and other control characters could inject headers.")));
+	}
+}
+
+/*
+ * A Content-Type header beside content_type is accepted when both say the
+ * same (pg_net's habit of giving it as a header): *same_content_type is
+ * then the header's name, for the caller to drop the copy.
+ */
+static void
+check_headers(Jsonb *headers, const char *content_type, char **same_content_type,
+			  List **secret_refs)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int64		total = 0;
+	char	  **seen;
+	int			nseen = 0;
+
+	if (!JB_ROOT_IS_OBJECT(headers) || JB_ROOT_IS_SCALAR(headers))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("headers must be a JSON object"),
+				 errhint("Pass headers as {\"Name\": \"value\", ...}.")));
+
+	/* every name, to refuse two that differ only in case */
+	seen = palloc(Max(JB_ROOT_COUNT(headers), 1) * sizeof(char *));
+	it = JsonbIteratorInit(&headers->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		char	   *name;
+		int			i;
+
+		if (tok != WJB_KEY)
+			continue;
+		name = pnstrdup(v.val.string.val, v.val.string.len);
+		if (v.val.string.len == 0 || v.val.string.len > HEADER_NAME_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("header name must have 1 to %d characters", HEADER_NAME_MAX)));
+		for (i = 0; i < v.val.string.len; i++)
+		{
+			if (!is_token_char((unsigned char) name[i]))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid character in header name at position %d", i + 1),
+						 errdetail("Header names may contain letters, digits and !#$%%&'*+-.^_`|~ only.")));
+		}
+		for (i = 0; reserved_headers[i] != NULL; i++)
+		{
+			if (pg_strcasecmp(name, reserved_headers[i]) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("header \"%s\" is set by jobflow and cannot be given", name)));
+		}
+		if (pg_strncasecmp(name, "x-jobflow-", 10) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("header \"%s\" is reserved for jobflow", name),
+					 errdetail("Headers starting with X-Jobflow- identify the task and attempt to the receiver.")));
+		for (i = 0; i < nseen; i++)
+		{
+			if (pg_strcasecmp(name, seen[i]) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("header \"%s\" is given more than once", name),
+						 errdetail("Header names are case-insensitive: \"%s\" and \"%s\" name the same header.",
+								   seen[i], name),
+						 errhint("Give each header once; join several values with commas.")));
+		}
+		seen[nseen++] = name;
+		total += v.val.string.len + 4;
+
+		tok = JsonbIteratorNext(&it, &v, true);
+		if (tok == WJB_VALUE && v.type == jbvBinary &&
+			JsonContainerIsObject(v.val.binary.data))
+		{
+			/* {"secret": "<name>"}: the owner's secret, substituted when sent */
+			JsonbValue *ref = getKeyJsonValueFromContainer(v.val.binary.data,
+														   "secret", 6, NULL);
+
+			if (ref == NULL || ref->type != jbvString ||
+				JsonContainerSize(v.val.binary.data) != 1)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("value of header \"%s\" must be a JSON string or {\"secret\": \"name\"}",
+								name)));
+			*secret_refs = lappend(*secret_refs,
+								   pnstrdup(ref->val.string.val, ref->val.string.len));
+			total += ref->val.string.len;
+			continue;
+		}
+		if (tok != WJB_VALUE || v.type != jbvString)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("value of header \"%s\" must be a JSON string", name),
+					 errhint("A secret stored with jobflow.set_secret() is given as {\"secret\": \"name\"}.")));
+		check_header_value(psprintf("value of header \"%s\"", name),
+						   v.val.string.val, v.val.string.len);
+		if (content_type != NULL && pg_strcasecmp(name, "content-type") == 0)
+		{
+			char	   *value = pnstrdup(v.val.string.val, v.val.string.len);
+
+			if (pg_strcasecmp(value, content_type) != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("content type is given both as content_type and as a header, and they differ"),
+						 errdetail("content_type is \"%s\"; the header says \"%s\".",
+								   content_type, value),
+						 errhint("Give it once.")));
+			*same_content_type = name;
+		}
+		total += v.val.string.len;
+	}
+
+	if (total > jobflow_max_headers_size)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("headers are too large"),
+				 errdetail("The headers take %lld bytes; jobflow.max_headers_size is %d bytes.",
+						   (long long) total, jobflow_max_headers_size)));
+}
+
+static Datum
+get_column(HeapTuple tuple, TupleDesc desc, int attnum, bool *isnull)
+{
+	return heap_getattr(tuple, attnum, desc, isnull);
+}
+
+/* Whether a task row is pending, or a timer row active. */
+static bool
+will_fire(HeapTuple tuple, TupleDesc desc, TaskColumns *cols)
+{
+	bool		isnull;
+	Datum		d;
+
+	if (cols->state > 0)
+	{
+		d = get_column(tuple, desc, cols->state, &isnull);
+		return !isnull && strcmp(DatumGetCString(DirectFunctionCall1(enum_out, d)), "pending") == 0;
+	}
+	if (cols->active > 0)
+	{
+		d = get_column(tuple, desc, cols->active, &isnull);
+		return !isnull && DatumGetBool(d);
+	}
+	return false;
+}
+
+/*
+ * Validate a task row; fill repl/replace with the normalised values
+ * (method in upper case, headers defaulting to {}, owner defaulting to the
+ * current role).  Who may insert a row for another role, or update a
+ * row, is decided on insert and by row-level security (only a superuser
+ * may change an owner); whether the owner may own tasks at all, whenever
+ * the row is to go out (jf_check_owner_role).
+ */
+static void
+check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
+		   bool is_insert, Datum *repl, bool *repl_null, bool *replace)
+{
+	bool		isnull;
+	Datum		d;
+	bool		has_content_type;
+	char	   *ct = NULL;
+	List	   *secret_refs = NIL;
+	Oid			owner;
+	int32		i;
+
+	d = get_column(tuple, desc, cols->url, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("callback URL must not be null")));
+	jf_check_url(TextDatumGetCString(d));
+
+	d = get_column(tuple, desc, cols->method, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("HTTP method must not be null")));
+	{
+		char	   *given = TextDatumGetCString(d);
+		char	   *method = check_method(given);
+
+		if (strcmp(method, given) != 0)
+		{
+			repl[cols->method - 1] = CStringGetTextDatum(method);
+			replace[cols->method - 1] = true;
+		}
+	}
+
+	if (cols->run_at > 0)
+		check_run_at(tuple, desc, cols);
+
+	d = get_column(tuple, desc, cols->content_type, &isnull);
+	has_content_type = !isnull;
+	if (!isnull)
+	{
+		ct = TextDatumGetCString(d);
+
+		if (strlen(ct) == 0 || strlen(ct) > HEADER_NAME_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("content_type must have 1 to %d characters", HEADER_NAME_MAX)));
+		check_header_value("content_type", ct, strlen(ct));
+	}
+
+	d = get_column(tuple, desc, cols->headers, &isnull);
+	if (isnull)
+	{
+		repl[cols->headers - 1] = DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"));
+		replace[cols->headers - 1] = true;
+	}
+	else
+	{
+		char	   *same = NULL;
+
+		check_headers(DatumGetJsonbP(d), has_content_type ? ct : NULL, &same, &secret_refs);
+		/* the same content type twice: content_type alone carries it */
+		if (same != NULL)
+		{
+			repl[cols->headers - 1] = DirectFunctionCall2(jsonb_delete, d,
+														  CStringGetTextDatum(same));
+			replace[cols->headers - 1] = true;
+		}
+	}
+
+	d = get_column(tuple, desc, cols->body, &isnull);
+	if (!isnull)
+	{
+		Size		size = toast_raw_datum_size(d) - VARHDRSZ;
+
+		if (size > (Size) jobflow_max_body_size)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("request body is too large"),
+					 errdetail("The body has %zu bytes; jobflow.max_body_size is %d bytes.",
+							   size, jobflow_max_body_size)));
+	}
+
+	if (cols->body_bytes > 0)
+	{
+		d = get_column(tuple, desc, cols->body_bytes, &isnull);
+		if (!isnull)
+		{
+			Size		size = toast_raw_datum_size(d) - VARHDRSZ;
+
+			if (size > (Size) jobflow_max_body_size)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("request body is too large"),
+						 errdetail("The body has %zu bytes; jobflow.max_body_size is %d bytes.",
+								   size, jobflow_max_body_size)));
+		}
+	}
+
+	d = get_column(tuple, desc, cols->timeout_ms, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", "timeout_ms")));
+	i = DatumGetInt32(d);
+	if (i < 1 || i > TIMEOUT_MAX_MS)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("timeout_ms must be between 1 and %d", TIMEOUT_MAX_MS)));
+
+	d = get_column(tuple, desc, cols->max_attempts, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", "max_attempts")));
+	i = DatumGetInt32(d);
+	if (i < 1 || i > ATTEMPTS_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("max_attempts must be between 1 and %d", ATTEMPTS_MAX)));
+
+	d = get_column(tuple, desc, cols->queue, &isnull);
+	jobflow_check_queue_name(isnull ? NULL : DatumGetTextPP(d));
+
+	d = get_column(tuple, desc, cols->owner, &isnull);
+	owner = isnull ? GetUserId() : DatumGetObjectId(d);
+	if (secret_refs != NIL)
+	{
+		bool		url_null;
+
+		jf_check_secret_refs(secret_refs, owner,
+							 TextDatumGetCString(get_column(tuple, desc, cols->url, &url_null)));
+	}
+	/*
+	 * An owner every tenant holds is refused whenever the row is to go
+	 * out: inserted, or left pending (a redrive, a reschedule) or, for a
+	 * timer, active by an update; cancelling or pausing such a row stays
+	 * possible.  The worker writes only rows checked before.
+	 */
+	if (!jobflow_am_worker && (is_insert || will_fire(tuple, desc, cols)))
+		jf_check_owner_role(owner);
+	if (!is_insert)
+		return;
+	if (isnull)
+	{
+		repl[cols->owner - 1] = ObjectIdGetDatum(GetUserId());
+		replace[cols->owner - 1] = true;
+	}
+	else if (!has_privs_of_role(GetUserId(), DatumGetObjectId(d)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to schedule a task for role \"%s\"",
+						GetUserNameFromId(DatumGetObjectId(d), true) ?
+						GetUserNameFromId(DatumGetObjectId(d), true) : "?")));
+}
+
+static const char *
+state_name(Datum state)
+{
+	return DatumGetCString(DirectFunctionCall1(enum_out, state));
+}
+
+/*
+ * The state machine of jobflow--0.1.0.sql, plus the redrive of 0.2.0.
+ * Moves into and out of running belong to the worker: a role that could
+ * mark its own task succeeded could hide a callback that never happened.
+ * A failed or cancelled task may go back to pending (a redrive, returns
+ * true): who may do that is decided by row-level security, which lets
+ * tenants update pending rows only, so they redrive through
+ * jobflow.retry().  A succeeded task is never sent again.
+ */
+static bool
+check_transition(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc,
+				 TaskColumns *cols)
+{
+	bool		isnull;
+	const char *from = state_name(get_column(oldtup, desc, cols->state, &isnull));
+	const char *to = state_name(get_column(newtup, desc, cols->state, &isnull));
+	bool		privileged = jobflow_am_worker || superuser();
+	int64		id = DatumGetInt64(get_column(newtup, desc, column_number(desc, "id"), &isnull));
+
+	if (strcmp(from, to) == 0 && strcmp(from, "pending") == 0)
+		return false;
+	if ((strcmp(from, "failed") == 0 || strcmp(from, "cancelled") == 0) &&
+		strcmp(to, "pending") == 0 && cols->attempts_base > 0)
+		return true;
+	if (strcmp(from, "succeeded") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("task %lld is already %s", (long long) id, from),
+				 errdetail("Succeeded tasks cannot change.")));
+	if (strcmp(from, "failed") == 0 || strcmp(from, "cancelled") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("task %lld is already %s", (long long) id, from),
+				 errdetail("Failed and cancelled tasks can only go back to pending."),
+				 errhint("Use jobflow.retry() to run the task again.")));
+	if (strcmp(from, "pending") == 0 && strcmp(to, "cancelled") == 0)
+		return false;
+	if ((strcmp(from, "pending") == 0 && strcmp(to, "running") == 0) ||
+		(strcmp(from, "running") == 0 &&
+		 (strcmp(to, "succeeded") == 0 || strcmp(to, "failed") == 0 ||
+		  strcmp(to, "pending") == 0 || strcmp(to, "running") == 0)))
+	{
+		if (!privileged)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("only the jobflow worker can move task %lld from %s to %s",
+							(long long) id, from, to)));
+		return false;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("task %lld cannot move from %s to %s", (long long) id, from, to),
+			 errhint("A pending task can be cancelled or rescheduled.")));
+	return false;				/* keep compiler quiet */
+}
+
+/*
+ * A redriven task gets a fresh attempt budget: the attempts it was given
+ * last time (max_attempts - attempts_base) counted from the attempts it
+ * has made.  attempts itself never goes back, so attempt numbers in
+ * task_log and X-Jobflow-Attempt keep increasing and never repeat, and
+ * the worker's absolute test (attempts against max_attempts) needs no
+ * change.
+ */
+static void
+redrive(HeapTuple oldtup, TupleDesc desc, TaskColumns *cols,
+		Datum *repl, bool *replace)
+{
+	bool		isnull;
+	int32		attempts = DatumGetInt32(get_column(oldtup, desc, cols->attempts, &isnull));
+	int32		max_attempts = DatumGetInt32(get_column(oldtup, desc, cols->max_attempts, &isnull));
+	int32		base = DatumGetInt32(get_column(oldtup, desc, cols->attempts_base, &isnull));
+	int32		budget = Max(max_attempts - base, 1);
+
+	if (attempts > PG_INT32_MAX - budget)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("task has made too many attempts to be retried")));
+	repl[cols->max_attempts - 1] = Int32GetDatum(attempts + budget);
+	replace[cols->max_attempts - 1] = true;
+	repl[cols->attempts_base - 1] = Int32GetDatum(attempts);
+	replace[cols->attempts_base - 1] = true;
+}
+
+/*
+ * Whether an update changes what the task sends.  Rules apply to what
+ * enters the table or changes in it: a task stored under the rules of an
+ * older version (0.1.0 let "http://127.1/" or two Content-Type headers in)
+ * must still be retried, rescheduled or rescued by the worker, whose
+ * updates only move state, times and counters.
+ */
+static bool
+request_changed(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc,
+				TaskColumns *cols)
+{
+	int			attnums[] = {cols->url, cols->method, cols->headers, cols->body,
+		cols->content_type, cols->max_attempts, cols->timeout_ms, cols->queue,
+		cols->body_bytes};
+	int			i;
+
+	for (i = 0; i < lengthof(attnums); i++)
+	{
+		Form_pg_attribute att;
+		bool		old_null;
+		bool		new_null;
+		Datum		old_value;
+		Datum		new_value;
+
+		if (attnums[i] == 0)
+			continue;			/* no body_bytes column */
+		att = TupleDescAttr(desc, attnums[i] - 1);
+		old_value = get_column(oldtup, desc, attnums[i], &old_null);
+		new_value = get_column(newtup, desc, attnums[i], &new_null);
+		if (old_null != new_null ||
+			(!old_null && !datumIsEqual(old_value, new_value, att->attbyval, att->attlen)))
+			return true;
+	}
+	return false;
+}
+
+/* The run_at rules of check_task, for updates that leave the request alone. */
+static void
+check_run_at(HeapTuple tuple, TupleDesc desc, TaskColumns *cols)
+{
+	bool		isnull;
+	Datum		d = get_column(tuple, desc, cols->run_at, &isnull);
+
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("run_at must not be null"),
+				 errhint("Omit run_at to run the task now.")));
+	if (TIMESTAMP_NOT_FINITE(DatumGetTimestampTz(d)))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("run_at must be a finite timestamp")));
+}
+
+/*
+ * The request checks of tasks, for any row that carries the same columns
+ * (jobflow.cron_timers): one set of rules for a task and for the timer
+ * that will create tasks, so a timer never produces a task the table would
+ * refuse.  Normalised values go to repl/replace, as in the trigger below.
+ */
+void
+jobflow_check_request_row(HeapTuple tuple, TupleDesc desc, bool is_insert,
+						  Datum *repl, bool *repl_null, bool *replace)
+{
+	TaskColumns cols;
+
+	lookup_request_columns(desc, &cols, true);
+	check_task(tuple, desc, &cols, is_insert, repl, repl_null, replace);
+}
+
+/*
+ * What the statement trigger announces: the ids and earliest due time of
+ * the pending rows the current statement wrote.  The row trigger fills it,
+ * so the statement trigger needs no transition table (which would copy
+ * every row of a bulk INSERT into a tuplestore).  It belongs to one local
+ * transaction; rows of a statement that failed inside a savepoint only
+ * widen the next announcement, and loading filters by state anyway.
+ */
+static struct
+{
+	LocalTransactionId lxid;
+	int64		min_id;
+	int64		max_id;
+	TimestampTz min_run_at;
+	bool		any;
+}			announce;
+
+static void
+announce_row(HeapTuple tuple, TupleDesc desc, TaskColumns *cols)
+{
+	bool		isnull;
+	int64		id = DatumGetInt64(get_column(tuple, desc, cols->id, &isnull));
+	TimestampTz run_at = DatumGetTimestampTz(get_column(tuple, desc, cols->run_at, &isnull));
+
+	if (!announce.any || announce.lxid != JF_MY_LXID)
+	{
+		announce.lxid = JF_MY_LXID;
+		announce.min_id = announce.max_id = id;
+		announce.min_run_at = run_at;
+		announce.any = true;
+		return;
+	}
+	announce.min_id = Min(announce.min_id, id);
+	announce.max_id = Max(announce.max_id, id);
+	announce.min_run_at = Min(announce.min_run_at, run_at);
+}
+
+PG_FUNCTION_INFO_V1(jobflow_task_check);
+Datum
+jobflow_task_check(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	TupleDesc	desc;
+	HeapTuple	tuple;
+	HeapTuple	result;
+	TaskColumns cols;
+	Datum	   *repl;
+	bool	   *repl_null;
+	bool	   *replace;
+	bool		is_insert;
+	bool		pending;
+	bool		isnull;
+	int			i;
+
+	jobflow_require_trigger(fcinfo, "jobflow._task_check", true, true, "tasks");
+
+	desc = trigdata->tg_relation->rd_att;
+	lookup_columns(trigdata->tg_relation, &cols);
+	is_insert = TRIGGER_FIRED_BY_INSERT(trigdata->tg_event);
+	tuple = is_insert ? trigdata->tg_trigtuple : trigdata->tg_newtuple;
+
+	repl = palloc0(desc->natts * sizeof(Datum));
+	repl_null = palloc0(desc->natts * sizeof(bool));
+	replace = palloc0(desc->natts * sizeof(bool));
+
+	if (!is_insert)
+	{
+		if (check_transition(trigdata->tg_trigtuple, tuple, desc, &cols))
+			redrive(trigdata->tg_trigtuple, desc, &cols, repl, replace);
+		repl[cols.updated_at - 1] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+		replace[cols.updated_at - 1] = true;
+	}
+
+	/* a pending task is about to be fired: hold it to the rules again */
+	pending = strcmp(state_name(get_column(tuple, desc, cols.state, &isnull)), "pending") == 0;
+	if (is_insert ||
+		(pending && request_changed(trigdata->tg_trigtuple, tuple, desc, &cols)))
+		check_task(tuple, desc, &cols, is_insert, repl, repl_null, replace);
+	else if (pending)
+	{
+		check_run_at(tuple, desc, &cols);
+		/* a redrive or a reschedule sends it: its owner too is checked */
+		if (!jobflow_am_worker)
+			jf_check_owner_role(DatumGetObjectId(get_column(tuple, desc, cols.owner, &isnull)));
+	}
+
+	result = tuple;
+	for (i = 0; i < desc->natts; i++)
+	{
+		if (replace[i])
+		{
+			result = heap_modify_tuple(tuple, desc, repl, repl_null, replace);
+			break;
+		}
+	}
+	if (pending)
+		announce_row(result, desc, &cols);
+	return PointerGetDatum(result);
+}
+
+/*
+ * One announcement per statement, kept until commit: whether it must wake
+ * the worker is decided by the pre-commit callback, against the notify
+ * window in force at commit rather than at the statement, so a transaction
+ * that stays open for a while still wakes the worker when its tasks have
+ * become due soon (or overdue) by the time they become visible.  The ranges
+ * that must wake it go to the worker through shared memory once the commit
+ * is visible (jobflow_publish_wake), not as NOTIFY payloads, which any role
+ * could forge.
+ */
+typedef struct Announcement
+{
+	int64		min_id;
+	int64		max_id;
+	TimestampTz min_run_at;
+} Announcement;
+
+static Announcement *announcements = NULL;	/* in TopTransactionContext */
+static int	nannouncements = 0;
+static int	maxannouncements = 0;
+static int64 *wake_lo = NULL;	/* decided at pre-commit, published at commit */
+static int64 *wake_hi = NULL;
+static int	nwake = 0;
+static bool cron_changed = false;	/* a cron timer was written */
+static bool queues_changed = false; /* jobflow.queues was written */
+static bool callback_registered = false;
+/* decided at pre-prepare, kept at prepare for COMMIT PREPARED (prepared.c) */
+static bool prepare_keep = false;
+static int64 prepare_lo;
+static int64 prepare_hi;
+static bool prepare_cron;
+static bool prepare_queues;
+
+static void
+announce_at_commit(XactEvent event, void *arg)
+{
+	int			i;
+
+	/*
+	 * A transaction to be prepared: every id it wrote (due soon or not: by
+	 * COMMIT PREPARED, later ones may be due soon too), as one range.
+	 */
+	if (event == XACT_EVENT_PRE_PREPARE)
+	{
+		prepare_keep = nannouncements > 0 || cron_changed || queues_changed;
+		prepare_lo = PG_INT64_MAX;
+		prepare_hi = PG_INT64_MIN;
+		for (i = 0; i < nannouncements; i++)
+		{
+			prepare_lo = Min(prepare_lo, announcements[i].min_id);
+			prepare_hi = Max(prepare_hi, announcements[i].max_id);
+		}
+		prepare_cron = cron_changed;
+		prepare_queues = queues_changed;
+	}
+	if (event == XACT_EVENT_PREPARE && prepare_keep)
+		jf_prepared_keep(prepare_lo, prepare_hi, prepare_cron, prepare_queues);
+	if (event == XACT_EVENT_PREPARE || event == XACT_EVENT_ABORT)
+		prepare_keep = false;
+
+	if (event == XACT_EVENT_PRE_COMMIT && nannouncements > 0)
+	{
+		TimestampTz before = jobflow_notify_before();
+
+		wake_lo = MemoryContextAlloc(TopTransactionContext, sizeof(int64) * nannouncements);
+		wake_hi = MemoryContextAlloc(TopTransactionContext, sizeof(int64) * nannouncements);
+		for (i = 0; i < nannouncements; i++)
+		{
+			if (announcements[i].min_run_at >= before)
+				continue;
+			wake_lo[nwake] = announcements[i].min_id;
+			wake_hi[nwake] = announcements[i].max_id;
+			nwake++;
+		}
+	}
+	if (event == XACT_EVENT_COMMIT && (nwake > 0 || cron_changed || queues_changed))
+		jobflow_publish_wake(wake_lo, wake_hi, nwake, cron_changed, queues_changed);
+	if (event == XACT_EVENT_PRE_PREPARE || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
+	{
+		/* the arrays live in TopTransactionContext and go with it */
+		announcements = NULL;
+		nannouncements = 0;
+		maxannouncements = 0;
+		wake_lo = wake_hi = NULL;
+		nwake = 0;
+		cron_changed = false;
+		queues_changed = false;
+	}
+}
+
+static void
+register_callback(void)
+{
+	if (!callback_registered)
+	{
+		RegisterXactCallback(announce_at_commit, NULL);
+		callback_registered = true;
+	}
+}
+
+/*
+ * AFTER statement trigger of jobflow.cron_timers: at commit, the worker
+ * materialises the changed timers' occurrences.
+ */
+PG_FUNCTION_INFO_V1(jobflow_cron_wake);
+Datum
+jobflow_cron_wake(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("jobflow._cron_notify() must be fired by a trigger after each statement")));
+	register_callback();
+	cron_changed = true;
+	return PointerGetDatum(NULL);
+}
+
+/*
+ * AFTER statement trigger of jobflow.queues: at commit, the worker reads
+ * the queues' settings again.
+ */
+PG_FUNCTION_INFO_V1(jobflow_queues_wake);
+Datum
+jobflow_queues_wake(PG_FUNCTION_ARGS)
+{
+	jobflow_require_trigger(fcinfo, "jobflow._queues_notify", false, false, "queues");
+	register_callback();
+	queues_changed = true;
+	return PointerGetDatum(NULL);
+}
+
+/*
+ * AFTER statement trigger: remember the id range and earliest due time of
+ * the pending tasks the statement wrote; at commit they become
+ * NOTIFY jobflow '<min id> <max id>' if the worker needs to hear of them.
+ * NOTIFY is delivered at commit only, so a rolled-back task never wakes
+ * the worker.
+ */
+PG_FUNCTION_INFO_V1(jobflow_notify_worker);
+Datum
+jobflow_notify_worker(PG_FUNCTION_ARGS)
+{
+	jobflow_require_trigger(fcinfo, "jobflow._notify_worker", false, false, "tasks");
+
+	if (announce.any && announce.lxid == JF_MY_LXID)
+	{
+		register_callback();
+		/*
+		 * Statements that write one row each (an INSTEAD OF trigger under
+		 * COPY into jobflow.task_import, a loop of schedule() calls) make
+		 * ranges that touch or overlap: keep one, not one wake-up per row.
+		 */
+		if (nannouncements > 0 &&
+			announce.min_id <= announcements[nannouncements - 1].max_id + 1 &&
+			announce.max_id >= announcements[nannouncements - 1].min_id - 1)
+		{
+			Announcement *last = &announcements[nannouncements - 1];
+
+			last->min_id = Min(last->min_id, announce.min_id);
+			last->max_id = Max(last->max_id, announce.max_id);
+			last->min_run_at = Min(last->min_run_at, announce.min_run_at);
+			announce.any = false;
+			return PointerGetDatum(NULL);
+		}
+		if (nannouncements == maxannouncements)
+		{
+			maxannouncements = Max(8, maxannouncements * 2);
+			announcements = announcements == NULL ?
+				MemoryContextAlloc(TopTransactionContext,
+								   sizeof(Announcement) * maxannouncements) :
+				repalloc(announcements, sizeof(Announcement) * maxannouncements);
+		}
+		announcements[nannouncements].min_id = announce.min_id;
+		announcements[nannouncements].max_id = announce.max_id;
+		announcements[nannouncements].min_run_at = announce.min_run_at;
+		nannouncements++;
+	}
+	announce.any = false;
+	return PointerGetDatum(NULL);
+}

@@ -1,0 +1,81 @@
+/*-------------------------------------------------------------------------
+ *
+ * metrics.h
+ *	  The worker's histograms, counters and busiest origins in shared
+ *	  memory (metrics.c), shown by jobflow.metrics() and jobflow.stats.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef JOBFLOW_METRICS_H
+#define JOBFLOW_METRICS_H
+
+#include "port/atomics.h"
+
+#include "core/fair.h"
+#include "http/http.h"
+
+/* Bucket upper bounds, in milliseconds; one more bucket holds the rest. */
+#define JF_HIST_BUCKETS 16
+
+typedef enum JfHistId
+{
+	JF_HIST_LATENESS,			/* due -> request started */
+	JF_HIST_CLAIM,				/* the claim statement */
+	JF_HIST_FLUSH,				/* a flush of outcomes, its transaction */
+	JF_HIST_TURN,				/* one turn of the loop, waiting excluded */
+	JF_NHIST
+} JfHistId;
+
+typedef enum JfCounterId
+{
+	JF_COUNT_RESCANS,			/* housekeeping rescans of the table */
+	JF_COUNT_CRON,				/* cron occurrences materialised as tasks */
+	JF_COUNT_QUEUE_READS,		/* reads of jobflow.queues, whole or by key */
+	JF_COUNT_QUEUE_ROWS,		/* rows of jobflow.queues they read */
+	JF_COUNT_ROLE_CHECKS,		/* looks at pg_authid after it changed */
+	JF_COUNT_ROLE_SWEEPS,		/* sweeps for roles that no longer exist */
+	JF_COUNT_NOTIFY_SKIPPED,	/* jobflow_outcome notifications not sent */
+	JF_NCOUNT
+} JfCounterId;
+
+typedef struct JfHistShared
+{
+	pg_atomic_uint64 bucket[JF_HIST_BUCKETS + 1];	/* not cumulative */
+	pg_atomic_uint64 sum_us;
+} JfHistShared;
+
+/* One of the busiest origins, as last published by the worker. */
+typedef struct JfHostShared
+{
+	char		origin[JF_FAIR_ORIGIN_MAX];
+	int32		in_flight;
+	int32		queued;
+} JfHostShared;
+
+typedef struct JfMetricsShared
+{
+	JfHistShared hist[JF_NHIST];
+	pg_atomic_uint64 outcomes[JF_NCLASS];	/* by JfHttpClass */
+	pg_atomic_uint64 counters[JF_NCOUNT];
+
+	/*
+	 * The busiest origins, rewritten by the worker at most once a second;
+	 * odd while it writes (readers copy and retry, as with PgBackendStatus'
+	 * st_changecount).
+	 */
+	pg_atomic_uint32 hosts_changecount;
+	int			nhosts;
+	JfHostShared hosts[JF_FAIR_TOP];
+} JfMetricsShared;
+
+extern void jf_metrics_shmem_init(JfMetricsShared *m);
+extern void jf_metrics_reset(JfMetricsShared *m);
+
+/* the worker's writers */
+extern void jf_metrics_observe(JfHistId h, int64 us);
+extern void jf_metrics_outcome(const JfHttpResult *r);
+extern void jf_metrics_count(JfCounterId c, uint64 n);
+extern void jf_metrics_publish_hosts(JfFair *f);
+extern int64 jf_metrics_hosts_deadline(const JfFair *f);
+
+#endif							/* JOBFLOW_METRICS_H */

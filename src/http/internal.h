@@ -1,0 +1,179 @@
+/*-------------------------------------------------------------------------
+ *
+ * http_internal.h
+ *	  What the files of jobflow's HTTP dispatcher share (not installed).
+ *
+ * The dispatcher is one module in three files:
+ *
+ *	http.c			the public API: life cycle, submission, driving curl's
+ *					multi handle through epoll, handing out results
+ *	http_request.c	one request: copying and checking it, setting up its
+ *					easy handle, curl's data callbacks, turning the
+ *					outcome into a result
+ *	http_queue.c	admission: per-host FIFOs of waiting requests and the
+ *					heap of hosts that can start one
+ *
+ * Only these files include this header; the worker sees http.h alone.
+ * Functions shared between the files are prefixed jf_http_req_ and
+ * jf_http_queue_, the module's only global symbols besides its API.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef JF_HTTP_INTERNAL_H
+#define JF_HTTP_INTERNAL_H
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "http/http.h"
+
+#define JF_EASY_POOL_MAX	256
+
+/* defined in http_queue.c; the other files only pass it around */
+typedef struct JfHost JfHost;
+
+/* One entry of deny_networks or allow_networks: an address prefix. */
+typedef struct JfNet
+{
+	int			family;			/* AF_INET or AF_INET6 */
+	int			bits;
+	int			port;			/* 0: any port */
+	unsigned char addr[16];
+} JfNet;
+
+/* Why prereq_cb stopped a transfer (besides the address lists). */
+typedef enum JfRefused
+{
+	JF_REFUSED_NONE = 0,
+	JF_REFUSED_RESEND,			/* curl's silent re-send after no answer */
+	JF_REFUSED_CROSS_ORIGIN,	/* a redirect to another origin */
+	JF_REFUSED_CROSS_ORIGIN_BODY	/* the same, allowed, but with a body */
+} JfRefused;
+
+/* most bytes of response headers, 1xx responses and trailers read */
+#define JF_HTTP_MAX_HEADER_BYTES (256 * 1024)
+
+typedef struct JfReq
+{
+	struct JfReq *next;			/* host FIFO, active list or result FIFO */
+	struct JfReq *prev;			/* active list only */
+	uint64_t	seq;			/* submission order */
+	JfHost	   *host;			/* NULL once released or if never queued */
+	CURL	   *easy;
+	char	   *url;
+	const char *method;			/* static canonical name */
+	struct curl_slist *headers;
+	struct curl_slist *own_headers; /* jobflow's alone, for other origins */
+	char	   *origin;			/* scheme://host:port of url */
+	char	   *body;
+	size_t		body_len;
+	int			timeout_ms;
+	char	   *secret_user;	/* URL credentials, only to scrub errors */
+	char	   *secret_pass;
+	size_t		max_body;		/* excerpt cap, fixed when started */
+	size_t		buf_cap;
+	char		errbuf[CURL_ERROR_SIZE];
+	struct JfHttp *http;		/* for the connect-time address check */
+	bool		denied;			/* a connection was refused by its address */
+	bool		tried_allowed;	/* and another of the hop's was allowed */
+	size_t		header_bytes;	/* response headers (and trailers) so far */
+	bool		headers_cut;	/* header_cb stopped the transfer */
+	bool		cut;			/* write_cb stopped the transfer: the
+								 * excerpt was full */
+	JfRefused	refused;		/* a request was refused by prereq_cb */
+	int			sends;			/* requests sent in this transfer so far */
+	bool		answered;		/* a response began since the last send */
+	JfHttpResult res;
+} JfReq;
+
+struct JfHttp
+{
+	CURLM	   *multi;
+	int			epfd;
+	int			max_concurrent;
+	int			max_per_host;
+	size_t		max_response_bytes;
+	int			max_redirects;
+	bool		follow_cross_origin;
+	struct curl_slist *resolve;	/* CURLOPT_RESOLVE entries, or NULL */
+	char	   *user_agent;
+	char	   *proxy;
+	char	   *doh_url;		/* NULL: the system's resolver */
+	bool		timer_set;
+	int64_t		timer_deadline_us;	/* CLOCK_MONOTONIC */
+	uint64_t	next_seq;
+	JfHost	  **buckets;
+	size_t		nbuckets;		/* power of two */
+	size_t		nhosts;
+	JfHost	  **heap;			/* capacity always >= nhosts */
+	size_t		heap_len;
+	size_t		heap_cap;
+	JfReq	   *active;			/* doubly linked */
+	int			nactive;
+	int			nqueued;
+	JfReq	   *done_head;
+	JfReq	   *done_tail;
+	CURL	   *pool[JF_EASY_POOL_MAX];
+	int			npool;
+	JfNet	   *deny;			/* deny_networks, parsed */
+	int			ndeny;
+	JfNet	   *allow;			/* allow_networks, parsed */
+	int			nallow;
+};
+
+/*
+ * Curl's timer is kept as a monotonic deadline; result timestamps are wall
+ * clock, as the worker logs them.
+ */
+static inline int64_t
+jf_http_now_mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static inline int64_t
+jf_http_now_wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* strdup that maps NULL to NULL, so callers can tell OOM from "unset". */
+static inline bool
+jf_http_dup_opt(const char *s, char **out)
+{
+	*out = NULL;
+	if (s == NULL)
+		return true;
+	*out = strdup(s);
+	return *out != NULL;
+}
+
+/* http_request.c */
+extern const char *jf_http_req_prepare(JfReq *r, const JfHttpRequest *req,
+									   char **key, bool *oom);
+extern void jf_http_req_start(JfHttp *h, JfReq *r);
+extern void jf_http_req_complete(JfHttp *h, JfReq *r, CURLcode rc);
+extern void jf_http_req_set_error(JfReq *r, int kind, const char *msg);
+extern void jf_http_req_done(JfHttp *h, JfReq *r);
+extern void jf_http_req_free(JfReq *r, bool with_result_body);
+
+/* http_queue.c */
+extern bool jf_http_parse_networks(const char *list, JfNet **out, int *n,
+								   char *errbuf, size_t errlen);
+extern bool jf_http_queue_init(JfHttp *h);
+extern void jf_http_queue_destroy(JfHttp *h);
+extern bool jf_http_queue_push(JfHttp *h, JfReq *r, const char *key);
+extern JfReq *jf_http_queue_pop(JfHttp *h);
+extern void jf_http_queue_release(JfHttp *h, JfReq *r);
+extern void jf_http_queue_recheck(JfHttp *h);
+
+#endif							/* JF_HTTP_INTERNAL_H */

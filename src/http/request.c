@@ -1,0 +1,1245 @@
+/*-------------------------------------------------------------------------
+ *
+ * http_request.c
+ *	  One request of jobflow's HTTP dispatcher, from submission to result.
+ *
+ * A submitted request is copied and checked here (method, headers, URL;
+ * the host key used for admission is derived from the URL), its easy
+ * handle is set up when it starts, curl's data callbacks fill in its
+ * result, and when it ends it moves to the dispatcher's result FIFO.
+ *
+ * Before each request goes out, on a new or a reused connection, a
+ * pre-request callback checks the connection's address again, refuses
+ * libcurl's own re-sends of a request that got no answer, and keeps
+ * redirects within the task's origin (prereq_cb).
+ *
+ * The result lives inside the request struct, so finishing needs no
+ * allocation and cannot be lost to OOM.  Easy handles are recycled
+ * through a small pool.  URL credentials are kept only to scrub them from
+ * error texts, which never hold the URL.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "http/internal.h"
+
+#define JF_RETRY_AFTER_MAX_S	(365LL * 24 * 3600)
+
+static const char *const jf_methods[] = {
+	"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"
+};
+
+/* ---------------------------------------------------------------------
+ * Requests and results
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * with_result_body is false once the result has been handed to the caller,
+ * who then owns its body.
+ */
+void
+jf_http_req_free(JfReq *r, bool with_result_body)
+{
+	free(r->url);
+	free(r->origin);
+	curl_slist_free_all(r->headers);
+	curl_slist_free_all(r->own_headers);
+	free(r->body);
+	free(r->secret_user);
+	free(r->secret_pass);
+	if (with_result_body)
+		free(r->res.body);
+	free(r);
+}
+
+/* Results come out in the order requests finished. */
+void
+jf_http_req_done(JfHttp *h, JfReq *r)
+{
+	r->next = NULL;
+	if (h->done_tail)
+		h->done_tail->next = r;
+	else
+		h->done_head = r;
+	h->done_tail = r;
+}
+
+/* Remove every occurrence of secret from s, replacing it with "***". */
+static void
+scrub(char *s, const char *secret)
+{
+	size_t		slen;
+	char	   *p;
+
+	if (secret == NULL || *secret == '\0')
+		return;
+	slen = strlen(secret);
+	while ((p = strstr(s, secret)) != NULL)
+	{
+		memmove(p + 3, p + slen, strlen(p + slen) + 1);
+		memcpy(p, "***", 3);
+		if (slen < 3)
+			break;				/* cannot loop on our own "***" then */
+	}
+}
+
+/*
+ * Error texts come from curl and may quote the URL, credentials included:
+ * those never reach the result, which ends up in a table.
+ */
+void
+jf_http_req_set_error(JfReq *r, int kind, const char *msg)
+{
+	r->res.error_kind = kind;
+	snprintf(r->res.error, sizeof(r->res.error), "%s", msg);
+	scrub(r->res.error, r->secret_user);
+	scrub(r->res.error, r->secret_pass);
+}
+
+/* Reusing a reset easy handle saves its allocation and setup per request. */
+static void
+recycle_easy(JfHttp *h, CURL *e)
+{
+	if (h->npool < JF_EASY_POOL_MAX)
+	{
+		curl_easy_reset(e);
+		h->pool[h->npool++] = e;
+	}
+	else
+		curl_easy_cleanup(e);
+}
+
+/*
+ * Move a started (or failed-to-start) request to the result FIFO, freeing
+ * its host slot.  Callers start queued requests afterwards.
+ */
+static void
+finish_req(JfHttp *h, JfReq *r)
+{
+	if (r->easy)
+	{
+		/* unlink from the active list */
+		if (r->prev)
+			r->prev->next = r->next;
+		else
+			h->active = r->next;
+		if (r->next)
+			r->next->prev = r->prev;
+		r->prev = NULL;
+		h->nactive--;
+		curl_multi_remove_handle(h->multi, r->easy);
+		recycle_easy(h, r->easy);
+		r->easy = NULL;
+	}
+	jf_http_queue_release(h, r);
+	if (r->res.body)
+		r->res.body[r->res.body_len] = '\0';
+	r->res.finished_at_ms = jf_http_now_wall_ms();
+	/* drop what only the transfer needed */
+	free(r->body);
+	r->body = NULL;
+	curl_slist_free_all(r->headers);
+	r->headers = NULL;
+	curl_slist_free_all(r->own_headers);
+	r->own_headers = NULL;
+	jf_http_req_done(h, r);
+}
+
+/* ---------------------------------------------------------------------
+ * Denied and allowed networks
+ * ---------------------------------------------------------------------
+ */
+
+static void
+net_error(char *errbuf, size_t errlen, const char *what, const char *item, size_t len)
+{
+	if (errbuf && errlen > 0)
+		snprintf(errbuf, errlen, "%s: \"%.*s\"", what, (int) (len > 64 ? 64 : len), item);
+}
+
+/*
+ * A decimal number from lo to hi, digits only (strtol would take signs
+ * and blanks); -1 if it is not one.
+ */
+static long
+parse_bounded(const char *s, long lo, long hi)
+{
+	long		v = 0;
+
+	if (*s == '\0')
+		return -1;
+	for (; *s; s++)
+	{
+		if (*s < '0' || *s > '9')
+			return -1;
+		v = v * 10 + (*s - '0');
+		if (v > hi)
+			return -1;
+	}
+	return v < lo ? -1 : v;
+}
+
+/*
+ * One entry: addr[/bits][:port], an IPv6 address between brackets when a
+ * port follows ([addr][/bits][:port]; "::1:443" is an IPv6 address, so
+ * an unbracketed IPv6 entry never has a port).  Returns NULL, or what is
+ * wrong with it.
+ */
+static const char *
+parse_net(char *item, JfNet *net)
+{
+	char	   *rest;
+	char	   *port;
+	int			maxbits;
+
+	memset(net, 0, sizeof(*net));
+	if (*item == '[')
+	{
+		char	   *close = strchr(item, ']');
+
+		if (close == NULL)
+			return "entry with an unclosed bracket";
+		*close = '\0';
+		rest = close + 1;
+		if (inet_pton(AF_INET6, item + 1, net->addr) != 1)
+			return "entry with no IPv6 address between its brackets";
+		net->family = AF_INET6;
+	}
+	else
+	{
+		size_t		alen = strcspn(item, "/");
+		char		save = item[alen];
+
+		item[alen] = '\0';
+		if (inet_pton(AF_INET6, item, net->addr) == 1)
+		{
+			net->family = AF_INET6;
+			item[alen] = save;
+			rest = item + alen;
+			if (strchr(rest, ':') != NULL)
+				return "entry with a port after an IPv6 address not between brackets";
+		}
+		else
+		{
+			item[alen] = save;
+			alen = strcspn(item, "/:");
+			save = item[alen];
+			item[alen] = '\0';
+			if (inet_pton(AF_INET, item, net->addr) != 1)
+				return "entry that is not an address";
+			net->family = AF_INET;
+			item[alen] = save;
+			rest = item + alen;
+		}
+	}
+	maxbits = net->family == AF_INET ? 32 : 128;
+	net->bits = maxbits;
+	port = strchr(rest, ':');
+	if (port)
+		*port++ = '\0';
+	if (*rest == '/')
+	{
+		long		bits = parse_bounded(rest + 1, 0, maxbits);
+
+		if (bits < 0)
+			return "entry with an invalid prefix length";
+		net->bits = (int) bits;
+	}
+	else if (*rest != '\0')
+		return "entry with something after its address";
+	if (port)
+	{
+		long		p = parse_bounded(port, 1, 65535);
+
+		if (p < 0)
+			return "entry with an invalid port";
+		net->port = (int) p;
+	}
+	return NULL;
+}
+
+/*
+ * Parse a deny_networks or allow_networks list into prefixes.  NULL or
+ * blank gives none.  A malformed entry fails the whole list, with the
+ * entry in errbuf.
+ */
+bool
+jf_http_parse_networks(const char *list, JfNet **out, int *n, char *errbuf, size_t errlen)
+{
+	const char *p = list ? list : "";
+	int			cap = 0;
+	JfNet	   *nets = NULL;
+
+	*out = NULL;
+	*n = 0;
+	for (;;)
+	{
+		char		item[INET6_ADDRSTRLEN + 16];
+		const char *start;
+		const char *problem;
+		size_t		len;
+		JfNet		net;
+
+		while (*p == ',' || isspace((unsigned char) *p))
+			p++;
+		if (*p == '\0')
+			break;
+		start = p;
+		while (*p && *p != ',' && !isspace((unsigned char) *p))
+			p++;
+		len = (size_t) (p - start);
+		if (len >= sizeof(item))
+		{
+			net_error(errbuf, errlen, "entry too long", start, len);
+			free(nets);
+			return false;
+		}
+		memcpy(item, start, len);
+		item[len] = '\0';
+		if ((problem = parse_net(item, &net)) != NULL)
+		{
+			net_error(errbuf, errlen, problem, start, len);
+			free(nets);
+			return false;
+		}
+		if (*n == cap)
+		{
+			JfNet	   *more;
+
+			cap = cap ? cap * 2 : 8;
+			more = realloc(nets, sizeof(JfNet) * cap);
+			if (more == NULL)
+			{
+				if (errbuf && errlen > 0)
+					snprintf(errbuf, errlen, "out of memory");
+				free(nets);
+				return false;
+			}
+			nets = more;
+		}
+		nets[(*n)++] = net;
+	}
+	*out = nets;
+	return true;
+}
+
+bool
+jf_http_check_networks(const char *list, char *errbuf, size_t errlen)
+{
+	JfNet	   *nets;
+	int			n;
+
+	if (!jf_http_parse_networks(list, &nets, &n, errbuf, errlen))
+		return false;
+	free(nets);
+	return true;
+}
+
+static bool
+prefix_match(const unsigned char *addr, const JfNet *net)
+{
+	int			full = net->bits / 8;
+	int			rest = net->bits % 8;
+
+	if (memcmp(addr, net->addr, full) != 0)
+		return false;
+	if (rest == 0)
+		return true;
+	return ((addr[full] ^ net->addr[full]) & (0xFF << (8 - rest))) == 0;
+}
+
+/* Whether an entry of nets covers this address and port. */
+static bool
+in_networks(const JfNet *nets, int n, int family, const unsigned char *addr, int port)
+{
+	for (int i = 0; i < n; i++)
+		if (nets[i].family == family && (nets[i].port == 0 || nets[i].port == port) &&
+			prefix_match(addr, &nets[i]))
+			return true;
+	return false;
+}
+
+/*
+ * The IPv4 addresses an IPv6 address carries, so that each is checked as
+ * itself: a packet to any of these forms ends up at (or is tunnelled to)
+ * that IPv4 host.  Recognised: IPv4-mapped ::ffff:0:0/96 (the kernel
+ * connects to the IPv4 address), SIIT's IPv4-translated ::ffff:0:0:0/96,
+ * IPv4-compatible ::/96 (deprecated; :: and ::1 are IPv6's own), NAT64's
+ * well-known prefix 64:ff9b::/96 (RFC 6052), 6to4 2002::/16 (the relay
+ * and the site's router at bits 16-47) and Teredo 2001:0::/32 (server at
+ * bits 32-63, client obfuscated in the last 32).  Network-specific NAT64
+ * prefixes cannot be recognised: list them in deny_networks.  Returns how
+ * many were stored in v4 (at most 2).
+ */
+static int
+embedded_ipv4(const unsigned char *a, unsigned char v4[2][4])
+{
+	static const unsigned char zero[12] = {0};
+	static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	static const unsigned char translated[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0};
+	static const unsigned char nat64[12] = {0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
+
+	if (memcmp(a, mapped, 12) == 0 || memcmp(a, translated, 12) == 0 ||
+		memcmp(a, nat64, 12) == 0)
+	{
+		memcpy(v4[0], a + 12, 4);
+		return 1;
+	}
+	if (memcmp(a, zero, 12) == 0)
+	{
+		/* :: is refused as unspecified, ::1 is IPv6 loopback itself */
+		if (a[12] == 0 && a[13] == 0 && a[14] == 0 && a[15] <= 1)
+			return 0;
+		memcpy(v4[0], a + 12, 4);
+		return 1;
+	}
+	if (a[0] == 0x20 && a[1] == 0x02)
+	{
+		memcpy(v4[0], a + 2, 4);
+		return 1;
+	}
+	if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0 && a[3] == 0)
+	{
+		memcpy(v4[0], a + 4, 4);
+		for (int i = 0; i < 4; i++)
+			v4[1][i] = a[12 + i] ^ 0xff;
+		return 2;
+	}
+	return 0;
+}
+
+/*
+ * Whether a connection to one IPv4 or IPv6 address (network byte order)
+ * and port is refused.  The IPv6 address and each IPv4 address it carries
+ * are judged one by one, and all must pass: an address passes if no deny
+ * entry covers it or an allow entry does.  So allowing 127.0.0.0/8 also
+ * allows ::ffff:127.0.0.1 (the same host), while allowing 64:ff9b::/96
+ * (NAT64) still refuses the private IPv4 addresses behind it.  Unspecified
+ * addresses never pass, whatever the lists.
+ */
+static bool
+raw_address_denied(const JfHttp *h, int family, const unsigned char *addr, int port)
+{
+	static const unsigned char any6[16] = {0};
+	unsigned char v4[2][4];
+	int			nv4 = 0;
+
+	if (family == AF_INET)
+	{
+		memcpy(v4[0], addr, 4);
+		nv4 = 1;
+	}
+	else
+	{
+		if (memcmp(addr, any6, 16) == 0)
+			return true;		/* ::, unspecified: this host */
+		nv4 = embedded_ipv4(addr, v4);
+		if (in_networks(h->deny, h->ndeny, AF_INET6, addr, port) &&
+			!in_networks(h->allow, h->nallow, AF_INET6, addr, port))
+			return true;
+	}
+	for (int k = 0; k < nv4; k++)
+	{
+		/* 0.0.0.0/8, "this network": connecting there reaches this host */
+		if (v4[k][0] == 0)
+			return true;
+		if (in_networks(h->deny, h->ndeny, AF_INET, v4[k], port) &&
+			!in_networks(h->allow, h->nallow, AF_INET, v4[k], port))
+			return true;
+	}
+	return false;
+}
+
+/* A socket address, as curl hands it to the open-socket callback. */
+static bool
+address_denied(const JfHttp *h, const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+	{
+		const struct sockaddr_in *in = (const struct sockaddr_in *) sa;
+
+		return raw_address_denied(h, AF_INET, (const unsigned char *) &in->sin_addr,
+								  ntohs(in->sin_port));
+	}
+	if (sa->sa_family == AF_INET6)
+	{
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *) sa;
+
+		return raw_address_denied(h, AF_INET6, (const unsigned char *) &in6->sin6_addr,
+								  ntohs(in6->sin6_port));
+	}
+	return false;
+}
+
+/*
+ * A numeric address as text (curl's primary IP, or a caller's); anything
+ * that does not parse is refused, since it cannot be checked.
+ */
+static bool
+text_address_denied(const JfHttp *h, const char *text, int port)
+{
+	unsigned char addr[16];
+
+	if (text != NULL && inet_pton(AF_INET, text, addr) == 1)
+		return raw_address_denied(h, AF_INET, addr, port);
+	if (text != NULL && inet_pton(AF_INET6, text, addr) == 1)
+		return raw_address_denied(h, AF_INET6, addr, port);
+	return true;
+}
+
+/*
+ * Whether allow_networks lists a numeric address (and port) itself, or
+ * the IPv4 address an IPv6 one carries.
+ */
+static bool
+text_address_allowed(const JfHttp *h, const char *text, int port)
+{
+	unsigned char addr[16];
+	unsigned char v4[2][4];
+	int			nv4;
+
+	if (text != NULL && inet_pton(AF_INET, text, addr) == 1)
+		return in_networks(h->allow, h->nallow, AF_INET, addr, port);
+	if (text == NULL || inet_pton(AF_INET6, text, addr) != 1)
+		return false;
+	if (in_networks(h->allow, h->nallow, AF_INET6, addr, port))
+		return true;
+	nv4 = embedded_ipv4(addr, v4);
+	for (int k = 0; k < nv4; k++)
+		if (!in_networks(h->allow, h->nallow, AF_INET, v4[k], port))
+			return false;
+	return nv4 > 0;
+}
+
+/*
+ * A connection whose local address is its remote one went to an address
+ * of this host (the kernel answers a local address from itself); as
+ * loopback, it is refused when loopback is, unless allow_networks names
+ * the address.
+ */
+bool
+jf_http_own_host_denied(const JfHttp *h, const char *primary, const char *local, int port)
+{
+	if (primary == NULL || local == NULL || strcmp(primary, local) != 0)
+		return false;
+	return text_address_denied(h, strchr(primary, ':') ? "::1" : "127.0.0.1", port) &&
+		!text_address_allowed(h, primary, port);
+}
+
+bool
+jf_http_address_denied(const JfHttp *h, const char *address, int port)
+{
+	return text_address_denied(h, address, port);
+}
+
+/*
+ * Every connection curl opens passes here, after DNS and for each redirect
+ * hop, so a host name that resolves to a denied address is refused too,
+ * before a socket exists: nothing is sent there.
+ */
+static curl_socket_t
+open_socket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *address)
+{
+	JfReq	   *r = clientp;
+
+	if (purpose == CURLSOCKTYPE_IPCXN && address_denied(r->http, &address->addr))
+	{
+		r->denied = true;
+		return CURL_SOCKET_BAD;
+	}
+	/* a name with a denied and an allowed address fails as a connection */
+	if (purpose == CURLSOCKTYPE_IPCXN)
+		r->tried_allowed = true;
+	return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+}
+
+/*
+ * The origin (lower-case scheme://host:port, default port filled in) of
+ * url, malloc'd; NULL if it does not parse or on OOM.
+ */
+static char *
+url_origin(const char *url)
+{
+	CURLU	   *u = curl_url();
+	char	   *scheme = NULL,
+			   *host = NULL,
+			   *port = NULL,
+			   *key = NULL;
+
+	if (u != NULL && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+		curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+		curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+		curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK)
+	{
+		size_t		len = strlen(scheme) + strlen(host) + strlen(port) + 5;
+
+		key = malloc(len);
+		if (key != NULL)
+		{
+			snprintf(key, len, "%s://%s:%s", scheme, host, port);
+			for (char *p = key; *p; p++)
+				if (*p >= 'A' && *p <= 'Z')
+					*p += 'a' - 'A';
+		}
+	}
+	curl_free(scheme);
+	curl_free(host);
+	curl_free(port);
+	curl_url_cleanup(u);
+	return key;
+}
+
+/*
+ * A redirect hop is about to be sent: refuse it if it leaves the task's
+ * origin, unless allowed; then only jobflow's own headers go along, and
+ * a task with a body is not redirected at all (a 307/308 would re-send
+ * it).  Swapping the header list here works because curl reads it when
+ * it builds the request, right after this callback.
+ */
+static bool
+follow_allowed(JfReq *r)
+{
+	char	   *where = NULL;
+	char	   *origin;
+	bool		same;
+
+	if (curl_easy_getinfo(r->easy, CURLINFO_EFFECTIVE_URL, &where) != CURLE_OK || where == NULL)
+		return false;
+	origin = url_origin(where);
+	if (origin == NULL)
+		return false;
+	same = strcmp(origin, r->origin) == 0;
+	free(origin);
+	if (same)
+		return true;
+	if (!r->http->follow_cross_origin)
+	{
+		r->refused = JF_REFUSED_CROSS_ORIGIN;
+		return false;
+	}
+	if (r->body_len > 0)
+	{
+		r->refused = JF_REFUSED_CROSS_ORIGIN_BODY;
+		return false;
+	}
+	if (curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->own_headers) != CURLE_OK)
+		return false;
+	return true;
+}
+
+/*
+ * Called by curl right before each request goes out on a connection, new
+ * or reused, for the first request, each redirect hop and each of curl's
+ * own re-sends.  Three checks need that moment:
+ *
+ * - the connection's address and port against the address lists, since
+ *   a reused connection never passes through open_socket_cb (a reload may
+ *   have denied it, or taken away what allowed it, meanwhile);
+ * - curl re-sends a request, on a fresh connection, when a reused one
+ *   closed without a byte of answer (Curl_retry_request, up to 5 times):
+ *   the server may well have got it, so such a re-send is refused and the
+ *   transfer ends as JF_HTTP_NO_ANSWER, to be retried as a new attempt;
+ * - a redirect hop to another origin (follow_allowed).
+ */
+static int
+prereq_cb(void *clientp, char *primary_ip, char *local_ip, int primary_port, int local_port)
+{
+	JfReq	   *r = clientp;
+
+	(void) local_port;
+	/*
+	 * A connection whose local address is its remote one reached this
+	 * very host, through an address of its own that no list names (a
+	 * public one, say): it counts as loopback, refused when loopback is
+	 * unless allow_networks lists the address itself.  Nothing has been
+	 * sent yet.
+	 */
+	if (text_address_denied(r->http, primary_ip, primary_port) ||
+		jf_http_own_host_denied(r->http, primary_ip, local_ip, primary_port))
+	{
+		r->denied = true;
+		r->tried_allowed = false;
+		return CURL_PREREQFUNC_ABORT;
+	}
+	if (r->sends > 0 && !r->answered)
+	{
+		r->refused = JF_REFUSED_RESEND;
+		return CURL_PREREQFUNC_ABORT;
+	}
+	if (r->sends > 0 && !follow_allowed(r))
+	{
+		if (r->refused == JF_REFUSED_NONE)
+			r->refused = JF_REFUSED_CROSS_ORIGIN;
+		return CURL_PREREQFUNC_ABORT;
+	}
+	r->sends++;
+	r->answered = false;
+	/* the next hop's addresses are judged afresh */
+	r->denied = false;
+	r->tried_allowed = false;
+	return CURL_PREREQFUNC_OK;
+}
+
+/* Turn a finished transfer's outcome into the result fields. */
+void
+jf_http_req_complete(JfHttp *h, JfReq *r, CURLcode rc)
+{
+	long		status = 0;
+
+	curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+	r->res.http_status = (int) status;
+	r->res.curl_code = (int) rc;
+	if (rc == CURLE_OK)
+		r->res.error_kind = JF_HTTP_OK;
+	else if (r->headers_cut && rc == CURLE_WRITE_ERROR)
+		jf_http_req_set_error(r, JF_HTTP_OTHER,
+							  "the response's headers went on past 256 kB: not read further");
+	else if (r->cut && rc == CURLE_WRITE_ERROR)
+	{
+		/* the status and the excerpt are in: the answer is complete enough */
+		r->res.error_kind = JF_HTTP_OK;
+		r->res.body_truncated = true;
+	}
+	else if (r->denied && !r->tried_allowed &&
+			 (rc == CURLE_COULDNT_CONNECT || rc == CURLE_ABORTED_BY_CALLBACK))
+		jf_http_req_set_error(r, JF_HTTP_INVALID,
+							  "connection refused by jobflow: the host's address is in deny_networks and not in allow_networks, or unspecified");
+	else if (r->refused == JF_REFUSED_RESEND && rc == CURLE_ABORTED_BY_CALLBACK)
+		jf_http_req_set_error(r, JF_HTTP_NO_ANSWER,
+							  "connection closed without an answer after the request was sent (it may have been delivered)");
+	else if (r->refused == JF_REFUSED_CROSS_ORIGIN && rc == CURLE_ABORTED_BY_CALLBACK)
+		jf_http_req_set_error(r, JF_HTTP_REDIRECT,
+							  "redirect to another origin not followed (jobflow.follow_cross_origin_redirects is off)");
+	else if (r->refused == JF_REFUSED_CROSS_ORIGIN_BODY && rc == CURLE_ABORTED_BY_CALLBACK)
+		jf_http_req_set_error(r, JF_HTTP_REDIRECT,
+							  "redirect to another origin not followed: the request has a body");
+	else
+	{
+		int			kind;
+
+		switch (rc)
+		{
+			case CURLE_COULDNT_RESOLVE_HOST:
+			case CURLE_COULDNT_RESOLVE_PROXY:
+			case CURLE_COULDNT_CONNECT:
+				kind = JF_HTTP_CONNECT;
+				break;
+			case CURLE_OPERATION_TIMEDOUT:
+				kind = JF_HTTP_TIMEOUT;
+				break;
+			case CURLE_GOT_NOTHING:
+				kind = JF_HTTP_NO_ANSWER;
+				break;
+			case CURLE_TOO_MANY_REDIRECTS:
+			case CURLE_UNSUPPORTED_PROTOCOL:
+				/* only a redirect can lead to another scheme */
+				kind = JF_HTTP_REDIRECT;
+				break;
+			default:
+				kind = JF_HTTP_OTHER;
+				break;
+		}
+		jf_http_req_set_error(r, kind, r->errbuf[0] ? r->errbuf : curl_easy_strerror(rc));
+	}
+	finish_req(h, r);
+}
+
+/*
+ * The metrics class of a result.  The error kind decides first (it says
+ * why jobflow stopped a transfer, whatever code curl then gave); a
+ * connection or transport failure is then told apart by curl's code, so
+ * that a name that does not resolve, a refused port and a bad certificate
+ * are three different things on a dashboard.  Codes not named here are
+ * "other" (protocol errors, resets, out of memory, ...).
+ */
+JfHttpClass
+jf_http_result_class(const JfHttpResult *r)
+{
+	switch ((JfHttpErrorKind) r->error_kind)
+	{
+		case JF_HTTP_OK:
+			return r->http_status >= 600 ? JF_CLASS_OTHER :
+				r->http_status >= 500 ? JF_CLASS_5XX :
+				r->http_status >= 400 ? JF_CLASS_4XX :
+				r->http_status >= 300 ? JF_CLASS_3XX :
+				r->http_status >= 200 ? JF_CLASS_2XX : JF_CLASS_OTHER;
+		case JF_HTTP_TIMEOUT:
+			return JF_CLASS_TIMEOUT;
+		case JF_HTTP_INVALID:
+			return JF_CLASS_DENIED;
+		case JF_HTTP_NO_ANSWER:
+			return JF_CLASS_NO_ANSWER;
+		case JF_HTTP_REDIRECT:
+			return JF_CLASS_REDIRECT;
+		case JF_HTTP_CONNECT:
+		case JF_HTTP_OTHER:
+			break;
+	}
+	switch ((CURLcode) r->curl_code)
+	{
+		case CURLE_COULDNT_RESOLVE_HOST:
+		case CURLE_COULDNT_RESOLVE_PROXY:
+			return JF_CLASS_DNS;
+		case CURLE_COULDNT_CONNECT:
+		case CURLE_QUIC_CONNECT_ERROR:
+			return JF_CLASS_CONNECT;
+		case CURLE_OPERATION_TIMEDOUT:
+			return JF_CLASS_TIMEOUT;
+		case CURLE_SSL_CONNECT_ERROR:
+		case CURLE_SSL_ENGINE_NOTFOUND:
+		case CURLE_SSL_ENGINE_SETFAILED:
+		case CURLE_SSL_CERTPROBLEM:
+		case CURLE_SSL_CIPHER:
+		case CURLE_PEER_FAILED_VERIFICATION:
+		case CURLE_USE_SSL_FAILED:
+		case CURLE_SSL_ENGINE_INITFAILED:
+		case CURLE_SSL_CACERT_BADFILE:
+		case CURLE_SSL_SHUTDOWN_FAILED:
+		case CURLE_SSL_CRL_BADFILE:
+		case CURLE_SSL_ISSUER_ERROR:
+		case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+		case CURLE_SSL_INVALIDCERTSTATUS:
+		case CURLE_SSL_CLIENTCERT:
+#if LIBCURL_VERSION_NUM >= 0x080800
+		case CURLE_ECH_REQUIRED:
+#endif
+			return JF_CLASS_TLS;
+		default:
+			return JF_CLASS_OTHER;
+	}
+}
+
+/* The class's label in jobflow.metrics(), e.g. outcomes_total{class="dns"}. */
+const char *
+jf_http_class_name(JfHttpClass c)
+{
+	static const char *const names[JF_NCLASS] = {
+		"2xx", "3xx", "4xx", "5xx", "timeout", "connect", "dns", "tls",
+		"denied", "no_answer", "redirect", "other"
+	};
+
+	return (int) c >= 0 && c < JF_NCLASS ? names[c] : "other";
+}
+
+/* ---------------------------------------------------------------------
+ * curl callbacks
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Keep the excerpt and stop reading once more than that comes: the status
+ * decides the outcome and the excerpt is all that is kept, so the rest
+ * would only hold the request's slot (until its timeout, for a receiver
+ * that streams without end).  Returning less than we were given aborts
+ * the transfer (CURLE_WRITE_ERROR, which jf_http_req_complete reads as
+ * the answer it is, thanks to r->cut); an HTTP/1 connection is closed.
+ */
+static size_t
+write_cb(char *data, size_t size, size_t nmemb, void *arg)
+{
+	JfReq	   *r = arg;
+	size_t		n = size * nmemb;
+	size_t		room = r->max_body - r->res.body_len;
+	size_t		take = n < room ? n : room;
+
+	if (take < n)
+	{
+		r->res.body_truncated = true;
+		r->cut = true;
+	}
+	if (take == 0)
+		return r->cut ? 0 : n;
+	if (r->res.body_len + take + 1 > r->buf_cap)
+	{
+		size_t		ncap = r->buf_cap ? r->buf_cap * 2 : 1024;
+		char	   *nb;
+
+		if (ncap < r->res.body_len + take + 1)
+			ncap = r->res.body_len + take + 1;
+		if (ncap > r->max_body + 1)
+			ncap = r->max_body + 1;
+		nb = realloc(r->res.body, ncap);
+		if (nb == NULL)
+		{
+			r->res.body_truncated = true;
+			r->cut = true;
+			return 0;
+		}
+		r->res.body = nb;
+		r->buf_cap = ncap;
+	}
+	memcpy(r->res.body + r->res.body_len, data, take);
+	r->res.body_len += take;
+	return r->cut ? 0 : n;
+}
+
+/* Seconds or HTTP-date to a non-negative delay in ms; -1 if invalid. */
+static int64_t
+parse_retry_after(const char *v)
+{
+	if (*v >= '0' && *v <= '9')
+	{
+		int64_t		s = 0;
+
+		for (; *v >= '0' && *v <= '9'; v++)
+		{
+			if (s < JF_RETRY_AFTER_MAX_S)
+				s = s * 10 + (*v - '0');
+		}
+		if (*v != '\0')
+			return -1;
+		if (s > JF_RETRY_AFTER_MAX_S)
+			s = JF_RETRY_AFTER_MAX_S;
+		return s * 1000;
+	}
+	else
+	{
+		time_t		t = curl_getdate(v, NULL);
+		int64_t		ms;
+
+		if (t == (time_t) -1)
+			return -1;
+		ms = (int64_t) t * 1000 - jf_http_now_wall_ms();
+		if (ms < 0)
+			ms = 0;
+		if (ms > JF_RETRY_AFTER_MAX_S * 1000)
+			ms = JF_RETRY_AFTER_MAX_S * 1000;
+		return ms;
+	}
+}
+
+/*
+ * Headers of every response in a redirect chain pass through here; a new
+ * status line starts a new response, so only the final one's Retry-After
+ * and body are reported.
+ */
+static size_t
+header_cb(char *data, size_t size, size_t nmemb, void *arg)
+{
+	JfReq	   *r = arg;
+	size_t		n = size * nmemb;
+	static const char name[] = "retry-after:";
+
+	/*
+	 * Headers, 1xx responses and trailers that never end would grow
+	 * libcurl's memory until the task's timeout: a transfer gets
+	 * JF_HTTP_MAX_HEADER_BYTES of them in all, then ends (returning less
+	 * than n stops it).
+	 */
+	r->header_bytes += n;
+	if (r->header_bytes > JF_HTTP_MAX_HEADER_BYTES)
+	{
+		r->headers_cut = true;
+		return 0;
+	}
+
+	if (n >= 5 && strncmp(data, "HTTP/", 5) == 0)
+	{
+		r->answered = true;
+		r->res.retry_after_ms = -1;
+		r->res.body_len = 0;
+		r->res.body_truncated = false;
+	}
+	else if (n > sizeof(name) - 1 && strncasecmp(data, name, sizeof(name) - 1) == 0)
+	{
+		char		val[128];
+		size_t		i = sizeof(name) - 1;
+		size_t		len;
+
+		while (i < n && (data[i] == ' ' || data[i] == '\t'))
+			i++;
+		len = n - i;
+		while (len > 0 && (data[i + len - 1] == '\r' || data[i + len - 1] == '\n' ||
+						   data[i + len - 1] == ' ' || data[i + len - 1] == '\t'))
+			len--;
+		if (len == 0 || len >= sizeof(val))
+			r->res.retry_after_ms = -1;
+		else
+		{
+			memcpy(val, data + i, len);
+			val[len] = '\0';
+			r->res.retry_after_ms = parse_retry_after(val);
+		}
+	}
+	return n;
+}
+
+/* ---------------------------------------------------------------------
+ * Starting requests
+ * ---------------------------------------------------------------------
+ */
+
+#define SETOPT(opt, val) \
+	do { if (curl_easy_setopt(e, opt, val) != CURLE_OK) goto fail; } while (0)
+
+/*
+ * Add one request to the multi handle.  Any failure turns into a result
+ * (never a silent loss); the host slot was already taken by the caller.
+ */
+void
+jf_http_req_start(JfHttp *h, JfReq *r)
+{
+	CURL	   *e;
+	bool		has_body = r->body_len > 0;
+
+	r->res.started_at_ms = jf_http_now_wall_ms();
+	e = h->npool > 0 ? h->pool[--h->npool] : curl_easy_init();
+	if (e == NULL)
+	{
+		jf_http_req_set_error(r, JF_HTTP_OTHER, "could not create a curl handle");
+		finish_req(h, r);
+		return;
+	}
+	r->errbuf[0] = '\0';
+	r->max_body = h->max_response_bytes;
+	r->http = h;
+	r->denied = false;
+	r->tried_allowed = false;
+	r->header_bytes = 0;
+	r->headers_cut = false;
+	r->cut = false;
+	r->refused = JF_REFUSED_NONE;
+	r->sends = 0;
+	r->answered = false;
+	SETOPT(CURLOPT_URL, r->url);
+	SETOPT(CURLOPT_PRIVATE, r);
+	SETOPT(CURLOPT_ERRORBUFFER, r->errbuf);
+	SETOPT(CURLOPT_NOSIGNAL, 1L);
+	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
+	SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	SETOPT(CURLOPT_FOLLOWLOCATION, h->max_redirects > 0 ? 1L : 0L);
+	SETOPT(CURLOPT_MAXREDIRS, (long) (h->max_redirects > 0 ? h->max_redirects : 0));
+	SETOPT(CURLOPT_TIMEOUT_MS, (long) (r->timeout_ms > 0 ? r->timeout_ms : 0));
+	SETOPT(CURLOPT_PROXY, h->proxy ? h->proxy : "");
+	if (h->user_agent)
+		SETOPT(CURLOPT_USERAGENT, h->user_agent);
+	SETOPT(CURLOPT_HTTPHEADER, r->headers);
+	SETOPT(CURLOPT_WRITEFUNCTION, write_cb);
+	SETOPT(CURLOPT_WRITEDATA, r);
+	SETOPT(CURLOPT_HEADERFUNCTION, header_cb);
+	SETOPT(CURLOPT_HEADERDATA, r);
+	SETOPT(CURLOPT_OPENSOCKETFUNCTION, open_socket_cb);
+	SETOPT(CURLOPT_OPENSOCKETDATA, r);
+	SETOPT(CURLOPT_PREREQFUNCTION, prereq_cb);
+	SETOPT(CURLOPT_PREREQDATA, r);
+	if (h->resolve)
+		SETOPT(CURLOPT_RESOLVE, h->resolve);
+	if (h->doh_url)
+		SETOPT(CURLOPT_DOH_URL, h->doh_url);
+	else
+		(void) curl_easy_setopt(e, CURLOPT_DOH_URL, (char *) NULL); /* a pooled handle's */
+	/* a slow DNS lookup must not make curl join its resolver thread */
+	(void) curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
+
+	if (strcmp(r->method, "HEAD") == 0)
+		SETOPT(CURLOPT_NOBODY, 1L);
+	else if (strcmp(r->method, "POST") == 0)
+	{
+		SETOPT(CURLOPT_POST, 1L);
+		SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) r->body_len);
+		SETOPT(CURLOPT_POSTFIELDS, has_body ? r->body : "");
+	}
+	else
+	{
+		if (strcmp(r->method, "GET") == 0 && !has_body)
+			SETOPT(CURLOPT_HTTPGET, 1L);
+		else
+			SETOPT(CURLOPT_CUSTOMREQUEST, r->method);
+		if (has_body)
+		{
+			SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) r->body_len);
+			SETOPT(CURLOPT_POSTFIELDS, r->body);
+		}
+	}
+
+	if (curl_multi_add_handle(h->multi, e) != CURLM_OK)
+		goto fail;
+	r->easy = e;
+	r->prev = NULL;
+	r->next = h->active;
+	if (h->active)
+		h->active->prev = r;
+	h->active = r;
+	h->nactive++;
+	return;
+
+fail:
+	curl_easy_cleanup(e);
+	jf_http_req_set_error(r, JF_HTTP_OTHER, "could not set up the request (out of memory?)");
+	finish_req(h, r);
+}
+
+/* ---------------------------------------------------------------------
+ * Copying and checking a submitted request
+ * ---------------------------------------------------------------------
+ */
+
+/* Header names match case-insensitively, up to the colon (or ";" for curl). */
+static bool
+header_is(const char *line, const char *name)
+{
+	size_t		n = strlen(name);
+
+	return strncasecmp(line, name, n) == 0 &&
+		(line[n] == ':' || line[n] == ';' || line[n] == ' ' || line[n] == '\t');
+}
+
+/*
+ * Check the URL and derive the host key (lower-case scheme://host:port).
+ * Returns NULL if fine, else a message for an INVALID result; *oom is set
+ * instead on allocation failure.  URL credentials are remembered only to
+ * scrub them from error texts.
+ */
+static const char *
+parse_url(JfReq *r, char **key, bool *oom)
+{
+	CURLU	   *u = curl_url();
+	char	   *scheme = NULL,
+			   *host = NULL,
+			   *port = NULL,
+			   *part = NULL;
+	const char *problem = NULL;
+	CURLUcode	uc;
+
+	*key = NULL;
+	if (u == NULL)
+	{
+		*oom = true;
+		return NULL;
+	}
+	uc = curl_url_set(u, CURLUPART_URL, r->url, 0);
+	if (uc == CURLUE_OUT_OF_MEMORY)
+		*oom = true;
+	else if (uc != CURLUE_OK)
+		problem = "invalid URL";
+	else if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+			 (strcasecmp(scheme, "http") != 0 && strcasecmp(scheme, "https") != 0))
+		problem = "URL scheme not allowed (only http and https)";
+	else if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || *host == '\0')
+		problem = "URL has no host";
+	else if (curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
+		problem = "URL has no usable port";
+	else
+	{
+		size_t		len = strlen(scheme) + strlen(host) + strlen(port) + 5;
+
+		if (curl_url_get(u, CURLUPART_USER, &part, 0) == CURLUE_OK)
+		{
+			if (!jf_http_dup_opt(part, &r->secret_user))
+				*oom = true;
+			curl_free(part);
+		}
+		if (curl_url_get(u, CURLUPART_PASSWORD, &part, 0) == CURLUE_OK)
+		{
+			if (!jf_http_dup_opt(part, &r->secret_pass))
+				*oom = true;
+			curl_free(part);
+		}
+		*key = malloc(len);
+		if (*key == NULL)
+			*oom = true;
+		else
+		{
+			snprintf(*key, len, "%s://%s:%s", scheme, host, port);
+			for (char *p = *key; *p; p++)
+				if (*p >= 'A' && *p <= 'Z')
+					*p += 'a' - 'A';
+		}
+	}
+	curl_free(scheme);
+	curl_free(host);
+	curl_free(port);
+	curl_url_cleanup(u);
+	return problem;
+}
+
+/* Copy the request into r; same contract as parse_url(). */
+const char *
+jf_http_req_prepare(JfReq *r, const JfHttpRequest *req, char **key, bool *oom)
+{
+	char		line[64];
+	const char *problem;
+
+	*key = NULL;
+	if (req->url == NULL)
+		return "no URL";
+	for (size_t i = 0; i < sizeof(jf_methods) / sizeof(jf_methods[0]); i++)
+		if (req->method && strcasecmp(req->method, jf_methods[i]) == 0)
+			r->method = jf_methods[i];
+	if (r->method == NULL)
+		return "HTTP method not allowed";
+	if (req->body_len > 0 && req->body == NULL)
+		return "body length without a body";
+	if (req->nheaders < 0 || (req->nheaders > 0 && req->headers == NULL))
+		return "bad header list";
+
+	if (!jf_http_dup_opt(req->url, &r->url))
+	{
+		*oom = true;
+		return NULL;
+	}
+	for (int i = 0; i < req->nheaders; i++)
+	{
+		const char *hl = req->headers[i];
+		struct curl_slist *n;
+
+		if (hl == NULL || strpbrk(hl, "\r\n") != NULL || strchr(hl, ':') == NULL)
+			return "invalid header line";
+		if (header_is(hl, "Expect") || header_is(hl, "X-Jobflow-Task-Id") ||
+			header_is(hl, "X-Jobflow-Attempt"))
+			continue;
+		if ((n = curl_slist_append(r->headers, hl)) == NULL)
+		{
+			*oom = true;
+			return NULL;
+		}
+		r->headers = n;
+	}
+	for (int i = 0; i < 3; i++)
+	{
+		struct curl_slist *n;
+
+		if (i == 0)
+			snprintf(line, sizeof(line), "X-Jobflow-Task-Id: %" PRId64, req->task_id);
+		else if (i == 1)
+			snprintf(line, sizeof(line), "X-Jobflow-Attempt: %" PRId32, req->attempt);
+		else
+			snprintf(line, sizeof(line), "Expect:");
+		if ((n = curl_slist_append(r->headers, line)) == NULL)
+		{
+			*oom = true;
+			return NULL;
+		}
+		r->headers = n;
+		if ((n = curl_slist_append(r->own_headers, line)) == NULL)
+		{
+			*oom = true;
+			return NULL;
+		}
+		r->own_headers = n;
+	}
+	if (req->body_len > 0)
+	{
+		r->body = malloc(req->body_len);
+		if (r->body == NULL)
+		{
+			*oom = true;
+			return NULL;
+		}
+		memcpy(r->body, req->body, req->body_len);
+		r->body_len = req->body_len;
+	}
+	r->timeout_ms = req->timeout_ms;
+	problem = parse_url(r, key, oom);
+	if (problem == NULL && !*oom && !jf_http_dup_opt(*key, &r->origin))
+		*oom = true;
+	return problem;
+}

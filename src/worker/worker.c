@@ -1,0 +1,650 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *	  jobflow's background worker: lifecycle and the wait loop that drives
+ *	  the wheel feeder, the HTTP dispatcher and the log writer.
+ *
+ * One loop, one thread.  Each turn: drain notifications, collect finished
+ * requests, fire what is due, run housekeeping when its time has come,
+ * write outcomes when the batch is full or old enough, then sleep on one
+ * WaitEventSet (latch, postmaster death, libcurl's epoll fd) until the
+ * earliest of the wheel's next deadline, libcurl's next timeout, the log
+ * writer's deadline and the next housekeeping.  Nothing ticks: an idle
+ * worker sleeps until its next reconciliation scan.
+ *
+ * The worker runs with session_replication_role = replica, so the row
+ * checks and notify triggers of jobflow.tasks stay out of its own writes
+ * (they are for applications; the worker's statements guard themselves),
+ * and with synchronous_commit off but for its claims (see dispatch.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "worker/worker.h"
+#include "launcher/prepared.h"
+#include "base/compat.h"
+#include "worker/schema_version.h"
+
+#include "base/fault.h"
+#include "worker/guard.h"
+#include "launcher/launcher.h"
+#include "worker/prune.h"
+#include "worker/queues.h"
+#include "worker/xact.h"
+
+#include <sys/resource.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+#include "access/xact.h"
+#include "commands/async.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/bufmgr.h"
+#include "storage/condition_variable.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timeout.h"
+
+#define EXTENSION_WAIT_MS 10000
+/* earliest rescan after dropped notifications, to bound what spoofing costs */
+#define RESCAN_SOON_MS 100
+/* errors in a row after which the worker exits and is restarted */
+#define MAX_CONSECUTIVE_ERRORS 10
+/* longest the worker waits for a lock; lock timeouts never make it exit */
+#define LOCK_TIMEOUT "1s"
+
+static volatile int consecutive_errors = 0;
+static volatile bool starting = false;	/* in start_serving() */
+
+static volatile sig_atomic_t got_sigterm = false;
+/* synchronous_commit from the server's configuration (see worker main) */
+static char cluster_sync_commit[32];
+
+static void
+handle_sigterm(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	got_sigterm = true;
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+/* the database served, for messages */
+static char worker_dbname[NAMEDATALEN] = "";
+
+/* What worker_status() and the metrics show of the wheel and the requests. */
+static void
+publish_stats(WorkerState *ws)
+{
+	JobflowShared *first = jf_db_slot(MyDatabaseId);
+
+	/* the first worker's slot, where counters add up, may have been replaced */
+	jobflow_figures = first != NULL ? first : jobflow_shared;
+	pg_atomic_write_u64(&jobflow_shared->wheel_tasks, jf_wheel_count(ws->wheel));
+	pg_atomic_write_u64(&jobflow_shared->wheel_bytes,
+						jf_wheel_memory(ws->wheel) + jf_feed_map_memory(ws) +
+						(ws->fair ? jf_fair_memory(ws->fair) : 0));
+	if (ws->http != NULL)
+	{
+		pg_atomic_write_u64(&jobflow_shared->in_flight, jf_http_in_flight(ws->http));
+		pg_atomic_write_u64(&jobflow_shared->queued,
+							jf_http_queued(ws->http) + jf_fair_parked(ws->fair));
+		jf_metrics_publish_hosts(ws->fair);
+	}
+}
+
+static void
+detach_shared(int code, Datum arg)
+{
+	jf_worker_detach();
+}
+
+/* SIGTERM: for good if the database is held (see launcher.c), else 1. */
+static void
+exit_worker(void)
+{
+	proc_exit(jf_worker_exit_code());
+}
+
+/*
+ * Whether the extension is here at this library's version.  Absent, the
+ * worker has nothing to serve: it frees its slot and exits for good,
+ * unless CREATE EXTENSION ran meanwhile (then it looks again).
+ */
+static bool
+extension_ready(void)
+{
+	JfSchemaState state;
+
+	for (;;)
+	{
+		jf_worker_clear_requested();
+		jf_xact_begin("jobflow: checking the version of extension jobflow");
+		/* absent or older than this library: logs once what to run */
+		state = jf_schema_state();
+		jf_xact_commit();
+		if (state != JF_SCHEMA_ABSENT)
+			return state == JF_SCHEMA_READY;
+		if (jf_worker_release())
+		{
+			ereport(LOG,
+					(errmsg("jobflow worker for database \"%s\" stops: the database has no extension jobflow",
+							worker_dbname)));
+			proc_exit(0);
+		}
+	}
+}
+
+/*
+ * Until ALTER EXTENSION UPDATE (see schema_version.c) runs there is
+ * nothing to do.  Its script sends NOTIFY jobflow, which wakes us at once;
+ * the timeout is only a fallback.
+ */
+static void
+wait_for_extension(WorkerState *ws, bool logged)
+{
+	while (!extension_ready())
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 EXTENSION_WAIT_MS, jf_wait_event(JF_WAIT_SCHEMA));
+		ResetLatch(MyLatch);
+		if (got_sigterm)
+			exit_worker();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			jobflow_report_setting_rules();
+		}
+		if (notifyInterruptPending)
+			jf_feed_process_notifications(ws);
+	}
+}
+
+/*
+ * libcurl may hold two sockets per allowed request (one in flight, one idle
+ * in its connection cache).  Raise the soft descriptor limit to cover that
+ * rather than fail connections with EMFILE under a burst.
+ */
+static void
+raise_fd_limit(void)
+{
+	struct rlimit rl;
+	rlim_t		want = (rlim_t) jobflow_max_concurrent * 2 + 64;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want) ? want : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < want)
+		ereport(WARNING,
+				(errmsg("jobflow worker can open only %lu files, fewer than jobflow.max_concurrent_requests needs",
+						(unsigned long) rl.rlim_cur),
+				 errhint("Raise the open files limit of the server, or lower jobflow.max_concurrent_requests.")));
+}
+
+/*
+ * A burst leaves malloc holding the memory of thousands of requests and
+ * responses (libcurl's, not palloc's): hand it back once the backlog has
+ * drained, so an idle worker stays small.
+ */
+static void
+release_memory(void)
+{
+#ifdef __GLIBC__
+	malloc_trim(0);
+#endif
+}
+
+/* Milliseconds to sleep until deadline_ms, rounded up: never wake early. */
+static long
+ms_until(int64 deadline_ms)
+{
+	int64		now_us = GetCurrentTimestamp() + JF_EPOCH_DIFF_US;
+	int64		wait_us;
+
+	if (deadline_ms == PG_INT64_MAX)
+		return -1;
+	wait_us = deadline_ms * 1000 - now_us;
+	if (wait_us <= 0)
+		return 0;
+	return (long) Min((wait_us + 999) / 1000, (int64) INT_MAX);
+}
+
+/*
+ * SIGTERM: claim nothing new, give requests in flight jobflow.shutdown_grace
+ * to finish, then abandon the rest and write every buffered outcome.
+ */
+static void
+shut_down(WorkerState *ws, WaitEventSet *wes)
+{
+	int64		give_up = jf_now_ms() + jobflow_shutdown_grace_ms;
+
+	ws->stopping = true;
+	while (jf_http_in_flight(ws->http) + jf_http_queued(ws->http) > 0 &&
+		   jf_now_ms() < give_up)
+	{
+		WaitEvent	ev;
+		long		timeout = ms_until(give_up);
+		long		http_timeout = jf_http_timeout_ms(ws->http);
+
+		if (http_timeout >= 0)
+			timeout = Min(timeout, http_timeout);
+		(void) WaitEventSetWait(wes, timeout, &ev, 1, jf_wait_event(JF_WAIT_MAIN));
+		ResetLatch(MyLatch);
+		jf_dispatch_collect(ws);
+	}
+	jf_dispatch_abandon(ws);
+	jf_log_writer_flush(ws->log);
+	ereport(LOG, (errmsg("jobflow worker stopped")));
+}
+
+/*
+ * The extension the worker served was dropped (guard.c noticed at the start
+ * of a transaction, before it touched anything).  Whatever the worker held
+ * for it goes: buffered outcomes and orphans now, results of requests still
+ * in flight as they arrive (their generation is over), wheel entries by a
+ * full reload.  Then, if CREATE EXTENSION ran again meanwhile, it serves
+ * the new one from scratch; if not, it exits and frees its slot.
+ */
+static void
+serve_again(WorkerState *ws)
+{
+	ereport(LOG,
+			(errmsg("jobflow worker lost extension jobflow in database \"%s\" (DROP EXTENSION); it forgets the outcomes of its requests in flight",
+					worker_dbname)));
+	jf_log_writer_discard(ws->log);
+	jf_feed_forget_all(ws);
+	ws->loaded_until_ms = PG_INT64_MIN;
+	ws->next_housekeeping_ms = 0;
+	consecutive_errors = 0;
+	wait_for_extension(ws, true);
+	jf_guard_serve();
+	jf_feed_rescue_running(ws, NULL, 0, NULL);
+}
+
+/*
+ * Why the worker claims nothing now, if it does not: jobflow.dispatch is
+ * off, a restore of jobflow's tables is in progress, or a sequence is
+ * behind its table (last seen by the materialiser's check).  Each change is
+ * logged once.  On resuming, a full reload with catch-up: tasks due
+ * meanwhile fire, cron occurrences follow their missed policy.
+ */
+typedef enum PauseReason
+{
+	PAUSE_NONE,
+	PAUSE_SWITCH,
+	PAUSE_RESTORE,
+	PAUSE_SEQUENCE
+} PauseReason;
+
+static bool
+dispatch_paused(WorkerState *ws)
+{
+	static PauseReason last = PAUSE_NONE;
+	PauseReason now;
+
+	if (jf_guard_restore_in_progress())
+		now = PAUSE_RESTORE;
+	else if (ws->sequences_behind)
+		now = PAUSE_SEQUENCE;
+	else if (!jobflow_dispatch)
+		now = PAUSE_SWITCH;
+	else
+		now = PAUSE_NONE;
+	if (now == last)
+		return now != PAUSE_NONE;
+	switch (now)
+	{
+		case PAUSE_NONE:
+			ereport(LOG, (errmsg("jobflow worker resumes dispatching")));
+			/* occurrences due while it was off follow their missed policy */
+			jobflow_cron_missed_before = GetCurrentTimestamp();
+			/* this turn's housekeeping catches up first; the next one fires */
+			ws->loaded_until_ms = PG_INT64_MIN;
+			ws->next_housekeeping_ms = 0;
+			SetLatch(MyLatch);
+			last = now;
+			return true;
+		case PAUSE_SWITCH:
+			ereport(LOG,
+					(errmsg("jobflow worker dispatches nothing: jobflow.dispatch is off"),
+					 errdetail("Tasks and cron occurrences are still scheduled; they fire when it is on again.")));
+			break;
+		case PAUSE_RESTORE:
+			ereport(LOG,
+					(errmsg("jobflow worker pauses: jobflow's tables are being restored in database \"%s\"",
+							worker_dbname),
+					 errdetail("It claims and materialises nothing until the restoring session ends.")));
+			break;
+		case PAUSE_SEQUENCE:
+			ereport(LOG,
+					(errmsg("jobflow worker pauses: a sequence of jobflow is behind its table"),
+					 errdetail("jobflow.tasks_id_seq or jobflow.cron_timers_id_seq would hand out ids already in use, as in a restore that has not set them yet."),
+					 errhint("If no restore is in progress, set them, e.g. SELECT setval('jobflow.tasks_id_seq', max(id)) FROM jobflow.tasks.")));
+			break;
+	}
+	last = now;
+	return now != PAUSE_NONE;
+}
+
+/*
+ * One turn per wake-up until SIGTERM; see the file header.  A turn that
+ * completes clears the error count of the recovery in jobflow_worker_main.
+ */
+static void
+run_loop(WorkerState *ws, WaitEventSet *wes)
+{
+	bool		busy = false;
+
+	while (!got_sigterm)
+	{
+		WaitEvent	ev;
+		bool		more_due;
+		bool		paused;
+		int64		deadline;
+		long		timeout;
+		long		http_timeout;
+		TimestampTz turn_start;
+
+		turn_start = GetCurrentTimestamp();
+		/* what a turn allocates outside its transactions goes with it */
+		MemoryContextReset(ws->turn_cxt);
+		MemoryContextSwitchTo(ws->turn_cxt);
+		jf_fault("turn");
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			jobflow_report_setting_rules();
+			raise_fd_limit();
+			jf_dispatch_reconfigure(ws);
+		}
+		if (notifyInterruptPending)
+			jf_feed_process_notifications(ws);
+		/* DROP EXTENSION committed here: the incarnation check sees it */
+		if (jf_worker_recheck_pending())
+		{
+			jf_xact_begin("jobflow: checking extension jobflow");
+			jf_xact_commit();
+		}
+		more_due = jf_feed_take_wakeups(ws);
+
+		jf_dispatch_collect(ws);
+		/* the first of the database's workers sweeps for all of them */
+		if (jobflow_worker_part == 0 && jf_guard_roles_due(jf_now_ms()))
+			jf_guard_sweep_roles();
+		if (jf_queues_refresh(ws, false))
+			jf_prune_reset_mark(ws->prune);
+		/* paused: the wheel's deadlines do not wake the loop */
+		paused = dispatch_paused(ws);
+		if (!paused)
+			more_due |= jf_dispatch_due(ws, jf_now_ms());
+		if (jf_now_ms() >= ws->next_housekeeping_ms ||
+			(ws->rescan_soon && jf_now_ms() >= ws->last_housekeeping_ms + RESCAN_SOON_MS))
+			jf_feed_housekeeping(ws, jf_now_ms());
+		/* lanes and origins made faster than housekeeping frees them */
+		else if (ws->fair != NULL && jf_fair_collect_due(ws->fair))
+			(void) jf_fair_collect(ws->fair, jf_rate_clock_us(), JF_FAIR_COLLECT_LOOK,
+								   JF_FAIR_COLLECT_FREE);
+		if (jf_now_ms() >= jf_log_writer_deadline(ws->log))
+			jf_log_writer_flush(ws->log);
+		if (jf_now_ms() >= ws->strays_look_ms)
+			jf_dispatch_rescue_strays(ws);
+		if (jf_now_ms() >= jf_prune_deadline(ws))
+			jf_prune_turn(ws);
+		publish_stats(ws);
+		if (jf_http_in_flight(ws->http) + jf_http_queued(ws->http) > 0)
+			busy = true;
+		else if (busy && jf_log_writer_buffered(ws->log) == 0)
+		{
+			release_memory();
+			busy = false;
+		}
+
+		deadline = Min(ws->next_housekeeping_ms, jf_log_writer_deadline(ws->log));
+		deadline = Min(deadline, jf_prune_deadline(ws));
+		deadline = Min(deadline, jf_metrics_hosts_deadline(ws->fair));
+		deadline = Min(deadline, ws->strays_look_ms);
+		if (jobflow_worker_part == 0)
+			deadline = Min(deadline, jf_guard_roles_deadline());
+		if (ws->rescan_soon)
+			deadline = Min(deadline, ws->last_housekeeping_ms + RESCAN_SOON_MS);
+		if (more_due || (!paused && jf_dispatch_room_freed(ws)))
+			deadline = 0;
+		else if (!paused)
+		{
+			deadline = Min(deadline, jf_wheel_next_deadline(ws->wheel));
+			/* a rate's next token: parked tasks wait for it */
+			deadline = Min(deadline, jf_dispatch_deadline(ws));
+		}
+		timeout = ms_until(deadline);
+		jf_metrics_observe(JF_HIST_TURN, GetCurrentTimestamp() - turn_start);
+		http_timeout = jf_http_timeout_ms(ws->http);
+		if (http_timeout >= 0 && (timeout < 0 || http_timeout < timeout))
+			timeout = http_timeout;
+		if (timeout != 0)
+		{
+			(void) WaitEventSetWait(wes, timeout, &ev, 1, jf_wait_event(JF_WAIT_MAIN));
+			ResetLatch(MyLatch);
+		}
+		CHECK_FOR_INTERRUPTS();
+		consecutive_errors = 0;
+	}
+}
+
+/*
+ * Everything between connecting and the first turn.  Called again after an
+ * ERROR here (see recover_from_error): each step may run twice.
+ */
+static WaitEventSet *
+start_serving(WorkerState *ws)
+{
+	WaitEventSet *wes;
+
+	starting = true;
+	wait_for_extension(ws, false);
+	jf_guard_serve();
+
+	raise_fd_limit();
+	if (ws->http == NULL)
+		jf_dispatch_init(ws);
+	/* before the queues are read: what a COMMIT PREPARED to come changes */
+	if (jobflow_worker_part == 0)
+	{
+		jf_xact_begin("jobflow: adopting prepared transactions");
+		jf_prepared_adopt();
+		jf_xact_commit();
+	}
+	if (jf_queues_refresh(ws, true))
+		jf_prune_reset_mark(ws->prune);
+	jf_fault("startup");
+	jf_feed_rescue_running(ws, NULL, 0, NULL);
+	jf_feed_housekeeping(ws, jf_now_ms());
+	publish_stats(ws);
+	ereport(LOG,
+			(errmsg("jobflow worker started in database \"%s\" with %zu task(s) due within %d s",
+					worker_dbname, jf_wheel_count(ws->wheel), jobflow_horizon_s)));
+
+	wes = jf_create_wait_event_set(3);
+	AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	AddWaitEventToSet(wes, WL_SOCKET_READABLE, jf_http_fd(ws->http), NULL, NULL);
+	starting = false;
+	return wes;
+}
+
+/*
+ * The longjmp target's work, as PostgreSQL's own launchers do it: forget
+ * pending cancels and timeouts, report, abort the transaction, release
+ * what an error outside a transaction can leave held, and go on with the
+ * worker's memory intact.  The extension dropped under the worker is no
+ * error (see serve_again).
+ */
+static void
+recover_from_error(WorkerState *ws)
+{
+	bool		lost = jf_guard_take_lost();
+	bool		lock_wait;
+
+	error_context_stack = NULL;
+	HOLD_INTERRUPTS();
+	disable_all_timeouts(false);
+	QueryCancelPending = false;
+	if (!lost)
+		EmitErrorReport();
+	lock_wait = geterrcode() == ERRCODE_LOCK_NOT_AVAILABLE;
+	AbortCurrentTransaction();
+	LWLockReleaseAll();
+	ConditionVariableCancelSleep();
+	pgstat_report_wait_end();
+	UnlockBuffers();
+	MemoryContextSwitchTo(TopMemoryContext);
+	FlushErrorState();
+	MemoryContextReset(ws->turn_cxt);
+	RESUME_INTERRUPTS();
+
+	if (ws->fair != NULL)
+		jf_dispatch_recover(ws);
+	if (lost)
+	{
+		serve_again(ws);
+		return;
+	}
+	/* drained wake-ups or forgotten wheel entries may be lost; strays left */
+	ws->rescan_soon = true;
+	ws->full_rescan_soon = true;
+	if (!lock_wait)
+		ws->strays_look_ms = 0;		/* at once */
+	if (starting)
+	{
+		/* not serving yet: try again, calmly, for as long as it takes */
+		consecutive_errors = Min(consecutive_errors + 1, MAX_CONSECUTIVE_ERRORS);
+	}
+	else if (!lock_wait && ++consecutive_errors > MAX_CONSECUTIVE_ERRORS)
+		proc_exit(1);
+	pg_usleep(100000L * consecutive_errors);
+	/* a worker that cannot start (a lock it waits for) still stops */
+	if (starting && got_sigterm)
+		exit_worker();
+}
+
+void
+jobflow_worker_main(Datum main_arg)
+{
+	static WorkerState ws;		/* static: must survive a longjmp */
+	static WaitEventSet *wes = NULL;
+	sigjmp_buf	local_sigjmp_buf;
+	Oid			dboid;
+
+	/* until connected, SIGTERM ends the process at once (bgworker_die) */
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	jobflow_shared = jf_worker_attach(main_arg, &dboid);
+	jobflow_worker_part = jobflow_shared->part;
+	/* counters and histograms add up in the database's first slot */
+	jobflow_figures = jf_db_slot(dboid);
+	if (jobflow_figures == NULL)
+		jobflow_figures = jobflow_shared;
+	before_shmem_exit(detach_shared, (Datum) 0);
+	BackgroundWorkerUnblockSignals();
+
+	/*
+	 * The cluster's synchronous_commit, before the database's and the
+	 * role's settings apply: a database owner's "off" would make the
+	 * claims, which must be durable before requests go out, asynchronous.
+	 */
+	strlcpy(cluster_sync_commit, GetConfigOption("synchronous_commit", false, false),
+			sizeof(cluster_sync_commit));
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	pqsignal(SIGTERM, handle_sigterm);
+	jobflow_am_worker = true;
+
+	/*
+	 * What ALTER DATABASE or ALTER ROLE ... SET gave this session (a
+	 * database's owner may set them) must not stop the worker: a default
+	 * of read-only transactions, serializable ones, or a timeout of any
+	 * kind would fail or end its transactions.  Its own values, before its
+	 * first transaction.
+	 */
+	jf_pin_session_settings();
+	/* timeouts set per database or role would make the worker exit */
+	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * Tenants cannot lock jobflow's tables against the worker (no grant
+	 * allows it, and claims skip locked rows), but an admin's DDL queued
+	 * behind a long transaction could still hold it up: waiting is bounded,
+	 * and the turn is tried again, while requests in flight go on.
+	 */
+	SetConfigOption("lock_timeout", LOCK_TIMEOUT, PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+
+	StartTransactionCommand();
+	strlcpy(worker_dbname, get_database_name(dboid), sizeof(worker_dbname));
+	CommitTransactionCommand();
+	pgstat_report_appname("jobflow worker");
+	SetConfigOption("session_replication_role", "replica", PGC_SUSET, PGC_S_OVERRIDE);
+	/* claims commit as the cluster's synchronous_commit says (xact.c) */
+	jf_xact_init(cluster_sync_commit, jf_guard_check_incarnation);
+	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	/* a role's objects in public must never resolve in the superuser worker */
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * The worker's statements are small and run thousands of times a
+	 * second: compiling one costs more than it can ever save (a plan whose
+	 * estimate crossed jit_above_cost once took 700 ms instead of 3 ms).
+	 */
+	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+
+	pg_atomic_write_u64(&jobflow_shared->started_ms, (uint64) jf_now_ms());
+	jobflow_report_setting_rules();
+
+	memset(&ws, 0, sizeof(ws));
+	ws.cxt = AllocSetContextCreate(TopMemoryContext, "jobflow worker",
+								   ALLOCSET_DEFAULT_SIZES);
+	ws.turn_cxt = AllocSetContextCreate(TopMemoryContext, "jobflow worker turn",
+										ALLOCSET_DEFAULT_SIZES);
+	jf_feed_init(&ws);
+	ws.log = jf_log_writer_create();
+	ws.prune = jf_prune_create(ws.cxt);
+	ws.strays_look_ms = INT64_MAX;
+	/* occurrences that fell due while the server was down are the missed ones */
+	jobflow_cron_missed_before = PgStartTime;
+
+	/* listen first: a task committed after this is either notified or scanned */
+	jf_feed_listen();
+
+	/*
+	 * From here on an ERROR aborts the transaction and resumes where the
+	 * worker was, as in the autovacuum launcher: the wheel, the requests in
+	 * flight and the buffered outcomes are in this process's memory only,
+	 * and exiting would turn every one of them into a re-sent, interrupted
+	 * attempt.  An error while starting is retried, never a reason to exit
+	 * (a restore in progress, say); repeated errors in the loop still exit.
+	 * The table stays the truth either way.
+	 */
+	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
+		recover_from_error(&ws);
+	PG_exception_stack = &local_sigjmp_buf;
+
+	if (wes == NULL)
+		wes = start_serving(&ws);
+	run_loop(&ws, wes);
+
+	PG_exception_stack = NULL;
+	shut_down(&ws, wes);
+	exit_worker();
+}
