@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * bench_http.c
- *	  Throughput and latency of the HTTP dispatcher (src/http.c).
+ *	  Throughput and latency of the HTTP dispatcher (src/http).
  *
  * usage: bench_http [N [CONCURRENCY [URL]]]
  *
@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "http.h"
+#include "http/http.h"
 #include "http_harness.h"
 
 static int64_t

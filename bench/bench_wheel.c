@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * bench_wheel.c
- *	  Benchmark of the timing wheel (src/wheel.c) against a binary heap.
+ *	  Benchmark of the timing wheel (src/core/wheel.c) against a binary heap.
  *
  * For 1M and 10M tasks whose dues are spread uniformly over a 1-hour
  * horizon, measures ns per insert, per cancel and per expiry, bytes per
@@ -31,7 +31,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "wheel.h"
+#include "core/wheel.h"
 
 #include <malloc.h>
 #include <stdio.h>
