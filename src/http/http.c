@@ -12,8 +12,9 @@
  * Admission control is ours, not curl's: a request waits in a per-host
  * FIFO until both the global cap and its host's cap allow it, and only
  * then is its easy handle added to the multi handle, so CURLOPT_TIMEOUT_MS
- * counts from the real start (http_queue.c).  Finished requests move to a
- * result FIFO (http_request.c, which also sets up each transfer).  This
+ * counts from the real start (queue.c).  Finished requests move to a
+ * result FIFO (request.c, which also sets up each transfer; networks.c
+ * checks every connection's address).  This
  * file holds the public API: life cycle, submission, driving curl and
  * handing out results.  Connections and DNS entries are cached by the
  * multi handle.
@@ -493,7 +494,7 @@ fail:
 		curl_multi_cleanup(h->multi);
 	if (h->epfd >= 0)
 		close(h->epfd);
-	jf_http_queue_destroy(h);
+	(void) jf_http_queue_destroy(h);	/* nothing was queued yet */
 	free(h);
 	return NULL;
 }
@@ -520,6 +521,8 @@ jf_http_set_config(JfHttp *h, const JfHttpConfig *cfg)
 void
 jf_http_destroy(JfHttp *h)
 {
+	JfReq	   *waiting;
+
 	if (h == NULL)
 		return;
 	while (h->active)
@@ -531,7 +534,14 @@ jf_http_destroy(JfHttp *h)
 		curl_easy_cleanup(r->easy);
 		jf_http_req_free(r, true);
 	}
-	jf_http_queue_destroy(h);
+	waiting = jf_http_queue_destroy(h);
+	while (waiting)
+	{
+		JfReq	   *r = waiting;
+
+		waiting = r->next;
+		jf_http_req_free(r, true);
+	}
 	while (h->done_head)
 	{
 		JfReq	   *r = h->done_head;

@@ -61,7 +61,7 @@ typedef enum JfHttpErrorKind
 /*
  * What a finished request counts as in the metrics: the class of its
  * status, or what kept it from an answer.  Every result lands in exactly
- * one class (jf_http_result_class); see the README's "Metrics".
+ * one class (jf_http_result_class); see docs/operations.md, "Metrics".
  */
 typedef enum JfHttpClass
 {

@@ -1,21 +1,24 @@
 /*-------------------------------------------------------------------------
  *
- * http_internal.h
+ * internal.h
  *	  What the files of jobflow's HTTP dispatcher share (not installed).
  *
- * The dispatcher is one module in three files:
+ * The dispatcher is one module in four files:
  *
  *	http.c			the public API: life cycle, submission, driving curl's
  *					multi handle through epoll, handing out results
- *	http_request.c	one request: copying and checking it, setting up its
+ *	request.c		one request: copying and checking it, setting up its
  *					easy handle, curl's data callbacks, turning the
  *					outcome into a result
- *	http_queue.c	admission: per-host FIFOs of waiting requests and the
+ *	networks.c		the denied and allowed networks, and the checks of
+ *					an address against them
+ *	queue.c			admission: per-host FIFOs of waiting requests and the
  *					heap of hosts that can start one
  *
  * Only these files include this header; the worker sees http.h alone.
- * Functions shared between the files are prefixed jf_http_req_ and
- * jf_http_queue_, the module's only global symbols besides its API.
+ * Functions shared between the files are prefixed jf_http_ (jf_http_req_
+ * and jf_http_queue_ for those of request.c and queue.c), the module's
+ * only global symbols besides its API.
  *
  *-------------------------------------------------------------------------
  */
@@ -32,7 +35,7 @@
 
 #define JF_EASY_POOL_MAX	256
 
-/* defined in http_queue.c; the other files only pass it around */
+/* defined in queue.c; the other files only pass it around */
 typedef struct JfHost JfHost;
 
 /* One entry of deny_networks or allow_networks: an address prefix. */
@@ -157,7 +160,7 @@ jf_http_dup_opt(const char *s, char **out)
 	return *out != NULL;
 }
 
-/* http_request.c */
+/* request.c */
 extern const char *jf_http_req_prepare(JfReq *r, const JfHttpRequest *req,
 									   char **key, bool *oom);
 extern void jf_http_req_start(JfHttp *h, JfReq *r);
@@ -166,11 +169,15 @@ extern void jf_http_req_set_error(JfReq *r, int kind, const char *msg);
 extern void jf_http_req_done(JfHttp *h, JfReq *r);
 extern void jf_http_req_free(JfReq *r, bool with_result_body);
 
-/* http_queue.c */
+/* queue.c */
+/* networks.c: whether curl's socket address is denied */
+struct sockaddr;
+extern bool jf_http_sockaddr_denied(const JfHttp *h, const struct sockaddr *sa);
+
 extern bool jf_http_parse_networks(const char *list, JfNet **out, int *n,
 								   char *errbuf, size_t errlen);
 extern bool jf_http_queue_init(JfHttp *h);
-extern void jf_http_queue_destroy(JfHttp *h);
+extern JfReq *jf_http_queue_destroy(JfHttp *h);
 extern bool jf_http_queue_push(JfHttp *h, JfReq *r, const char *key);
 extern JfReq *jf_http_queue_pop(JfHttp *h);
 extern void jf_http_queue_release(JfHttp *h, JfReq *r);

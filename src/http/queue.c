@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * http_queue.c
+ * queue.c
  *	  Admission control of jobflow's HTTP dispatcher: per-host FIFOs.
  *
  * A submitted request waits here, in the FIFO of its host (the lower-case
@@ -209,7 +209,7 @@ host_maybe_free(JfHttp *h, JfHost *host)
 }
 
 /* ---------------------------------------------------------------------
- * Entry points for http.c and http_request.c
+ * Entry points for http.c and request.c
  * ---------------------------------------------------------------------
  */
 
@@ -223,15 +223,18 @@ jf_http_queue_init(JfHttp *h)
 }
 
 /*
- * Free every host with the requests still waiting in it (no results for
- * them: the dispatcher is going away).  Requests in flight are the
- * caller's; their hosts go too, whatever their count.
+ * Free every host, and hand back the requests still waiting in them,
+ * chained by next, for the caller to free (no results for them: the
+ * dispatcher is going away).  Requests in flight are the caller's; their
+ * hosts go too, whatever their count.
  */
-void
+JfReq *
 jf_http_queue_destroy(JfHttp *h)
 {
+	JfReq	   *waiting = NULL;
+
 	if (h->buckets == NULL)
-		return;
+		return NULL;
 	for (size_t i = 0; i < h->nbuckets; i++)
 	{
 		JfHost	   *x = h->buckets[i];
@@ -245,7 +248,8 @@ jf_http_queue_destroy(JfHttp *h)
 				JfReq	   *r = x->head;
 
 				x->head = r->next;
-				jf_http_req_free(r, true);
+				r->next = waiting;
+				waiting = r;
 			}
 			free(x);
 			x = next;
@@ -255,6 +259,7 @@ jf_http_queue_destroy(JfHttp *h)
 	h->buckets = NULL;
 	free(h->heap);
 	h->heap = NULL;
+	return waiting;
 }
 
 /* Waiting requests are exactly those never handed to curl. */
