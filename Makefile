@@ -24,16 +24,23 @@ OBJS = \
 	src/core/wheel.o \
 	src/core/wheel_pool.o \
 	src/http/http.o \
+	src/http/networks.o \
 	src/http/queue.o \
 	src/http/request.o \
 	src/base/compat.o \
+	src/base/cron_zone.o \
 	src/base/fault.o \
 	src/base/metrics.o \
+	src/base/settings.o \
 	src/base/signing.o \
+	src/launcher/dropped_roles.o \
 	src/launcher/hook.o \
 	src/launcher/launcher.o \
 	src/launcher/prepared.o \
-	src/worker/cron_sql.o \
+	src/launcher/restore.o \
+	src/launcher/slots.o \
+	src/launcher/wake.o \
+	src/worker/cron.o \
 	src/worker/dispatch.o \
 	src/worker/feed.o \
 	src/worker/guard.o \
@@ -44,11 +51,20 @@ OBJS = \
 	src/worker/worker.o \
 	src/worker/xact.o \
 	src/api/changes.o \
+	src/api/commit_wake.o \
+	src/api/cron.o \
+	src/api/drops.o \
+	src/api/metrics.o \
 	src/api/outcome_channel.o \
+	src/api/queues.o \
 	src/api/quota.o \
 	src/api/secrets.o \
+	src/api/signing.o \
+	src/api/status.o \
 	src/api/task_check.o \
-	src/api/tenant_api.o
+	src/api/tenant_api.o \
+	src/api/triggers.o \
+	src/api/url_check.o
 
 REGRESS = schedule validation lifecycle cron
 REGRESS_OPTS = --inputdir=. --load-extension=jobflow

@@ -17,17 +17,19 @@
  * keeps no keys, see prepared.c) make the worker read them all, as it did
  * before for every commit.
  *
- * Like the wake-ups of tasks (task_check.c), nothing here can be forged
+ * Like the wake-ups of tasks (commit_wake.c), nothing here can be forged
  * by a role without grants: only a transaction that wrote the tables gets
  * to publish.
  *
  *-------------------------------------------------------------------------
  */
-#include "jobflow.h"
+#include "postgres.h"
 
-#include "launcher/launcher.h"
+#include "launcher/slots.h"
+#include "launcher/wake.h"
+
 #include "launcher/prepared.h"
-#include "api/task_check.h"
+#include "api/triggers.h"
 
 #include "access/htup_details.h"
 #include "access/xact.h"
@@ -174,7 +176,7 @@ jobflow_cron_rows_changed(PG_FUNCTION_ARGS)
 	bool		isnull;
 	Datum		id;
 
-	jobflow_require_trigger(fcinfo, "jobflow._cron_notify", false, true, "cron_timers");
+	jf_require_trigger(fcinfo, "jobflow._cron_notify", false, true, "cron_timers");
 	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
 		trigdata->tg_newtuple : trigdata->tg_trigtuple;
 	id = column(tuple, trigdata->tg_relation->rd_att, "id", &isnull);
@@ -215,7 +217,7 @@ jobflow_queues_rows_changed(PG_FUNCTION_ARGS)
 
 	if (CALLED_AS_TRIGGER(fcinfo) && TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event))
 	{
-		jobflow_require_trigger(fcinfo, "jobflow._queues_notify", false, false, "queues");
+		jf_require_trigger(fcinfo, "jobflow._queues_notify", false, false, "queues");
 		if (!TRIGGER_FIRED_BY_TRUNCATE(trigdata->tg_event))
 			ereport(ERROR,
 					(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
@@ -225,7 +227,7 @@ jobflow_queues_rows_changed(PG_FUNCTION_ARGS)
 		all_queues = true;
 		return PointerGetDatum(NULL);
 	}
-	jobflow_require_trigger(fcinfo, "jobflow._queues_notify", false, true, "queues");
+	jf_require_trigger(fcinfo, "jobflow._queues_notify", false, true, "queues");
 	desc = trigdata->tg_relation->rd_att;
 	if (!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 		remember_queue_row(trigdata->tg_trigtuple, desc);
@@ -234,59 +236,4 @@ jobflow_queues_rows_changed(PG_FUNCTION_ARGS)
 	else if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 		remember_queue_row(trigdata->tg_trigtuple, desc);
 	return PointerGetDatum(NULL);
-}
-
-/*
- * Hand what a committed transaction changed to the workers of its
- * database, and wake them.  Timers go to the first worker only (it runs
- * them all); queues to every one (each applies their limits to its share).
- * Runs in the commit callback, after the commit is visible: nothing here
- * may fail, so what does not fit only says "all of them".
- */
-void
-jf_publish_changes(const int64 *timers, int nt, bool every_timer,
-				   const JfQueueKey *queues, int nq, bool every_queue)
-{
-	JobflowShared *slots[JF_MAX_WORKERS_PER_DB];
-	int			part;
-	int			i;
-
-	/* no worker serves this database: the one to come reads everything */
-	if (jf_db_slots(MyDatabaseId, slots) == 0)
-		return;
-	for (part = 0; part < jobflow_workers_per_database; part++)
-	{
-		JobflowShared *s = slots[part];
-		bool		queues_all = every_queue;
-
-		if (s == NULL)
-			continue;
-		SpinLockAcquire(&s->wake_mutex);
-		if (part == 0 && (nt > 0 || every_timer))
-		{
-			if (every_timer || s->ntimer_wakes + nt > JF_WAKE_TIMERS)
-				s->wake_cron = true;
-			else
-				for (i = 0; i < nt; i++)
-				{
-					s->timer_wakes[s->ntimer_wakes].dboid = MyDatabaseId;
-					s->timer_wakes[s->ntimer_wakes].id = timers[i];
-					s->ntimer_wakes++;
-				}
-		}
-		if (!queues_all && nq > 0)
-		{
-			if (s->nqueue_wakes + nq > JF_WAKE_QUEUES)
-				queues_all = true;
-			else
-				for (i = 0; i < nq; i++)
-					s->queue_wakes[s->nqueue_wakes++] = queues[i];
-		}
-		SpinLockRelease(&s->wake_mutex);
-		if (queues_all)
-			pg_atomic_fetch_add_u64(&s->queues_version, 1);
-		jf_slot_wake(s, MyDatabaseId);
-	}
-	if (slots[0] != NULL && (nt > 0 || every_timer))
-		pg_atomic_fetch_add_u64(&slots[0]->wake_timers, 1);
 }

@@ -8,8 +8,8 @@
  * role may have at most jobflow.max_queues_per_role queues and
  * jobflow.max_timers_per_role timers; 0 lifts a limit.  They are checked
  * where rows are made: pause_queue() and set_queue() (queues.c), and the
- * row trigger of jobflow.cron_timers (cron_sql.c), so a plain INSERT is
- * held to them too.  A restore brings back whatever it dumped (guard.c
+ * row trigger of jobflow.cron_timers (cron.c), so a plain INSERT is
+ * held to them too.  A restore brings back whatever it dumped (launcher/restore.c
  * knows a restoring session), and REASSIGN OWNED moves rows without
  * asking: both are the work of a superuser or the extension's owner.
  *
@@ -22,22 +22,22 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "base/settings.h"
 #include "api/quota.h"
 
-#include "jobflow.h"
+#include "postgres.h"
+
+#include "launcher/slots.h"
 #include "api/as_owner.h"
-#include "worker/guard.h"
+#include "base/locks.h"
+#include "launcher/restore.h"
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
-#include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/snapmgr.h"
-
-/* the fourth field of jobflow's own advisory lock tags ("jf") */
-#define JF_QUOTA_LOCK_FIELD4 0x6A66
 
 /*
  * Count the owner's rows with a snapshot that sees every commit before
@@ -91,7 +91,7 @@ jf_quota_check(JfQuotaKind kind, Oid owner, const char *name)
 	bool		exists;
 	char	   *role;
 
-	if (limit == 0 || jf_guard_restoring())
+	if (limit == 0 || jf_restore_marked())
 		return;
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) owner, (uint32) kind,
 						 JF_QUOTA_LOCK_FIELD4);

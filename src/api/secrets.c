@@ -33,7 +33,7 @@
 #include "api/as_owner.h"
 #include "core/fair.h"
 #include "api/secrets.h"
-#include "api/task_check.h"
+#include "api/url_check.h"
 #include "api/tenant_api.h"
 
 #define SECRET_NAME_MAX 63

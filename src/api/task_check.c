@@ -14,11 +14,16 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "jobflow.h"
+#include "postgres.h"
+
+#include "launcher/slots.h"
+#include "base/settings.h"
 #include "api/task_check.h"
+#include "api/url_check.h"
+#include "api/triggers.h"
+#include "api/commit_wake.h"
 #include "launcher/prepared.h"
 #include "api/secrets.h"
-#include "base/compat.h"
 #include "api/tenant_api.h"
 
 #include "access/detoast.h"
@@ -42,9 +47,6 @@
 
 #include <arpa/inet.h>
 
-#define URL_MAX_LENGTH		8192
-#define HOST_MAX_LENGTH		253		/* RFC 1035: a name in text form */
-#define LABEL_MAX_LENGTH	63
 #define QUEUE_MAX_LENGTH	63
 #define HEADER_NAME_MAX		256
 #define TIMEOUT_MAX_MS		3600000
@@ -85,8 +87,6 @@ static const char *const reserved_headers[] = {
 };
 
 static void lookup_columns(Relation rel, TaskColumns *cols);
-static void check_ipv6_host(const char *start, const char *end);
-static void check_name_host(const char *start, const char *end);
 static void check_queue(const char *queue);
 static void check_run_at(HeapTuple tuple, TupleDesc desc, TaskColumns *cols);
 static bool request_changed(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc,
@@ -102,54 +102,6 @@ static bool check_transition(HeapTuple oldtup, HeapTuple newtup,
 							 TupleDesc desc, TaskColumns *cols);
 static void redrive(HeapTuple oldtup, TupleDesc desc, TaskColumns *cols,
 					Datum *repl, bool *replace);
-
-/*
- * The trigger functions read columns by name and keep per-relation state:
- * attached to any other table, or at another timing, they would fail in
- * ways that look like bugs (XX000) or announce rows that are no tasks.
- * Only a superuser can get that far (EXECUTE is revoked from everyone
- * else, and SQL refuses a direct call of a trigger function), but the
- * answer is still a clear error.
- */
-void
-jobflow_require_trigger(FunctionCallInfo fcinfo, const char *funcname,
-						bool before, bool row, const char *relname)
-{
-	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-	static Oid	checked[3] = {InvalidOid, InvalidOid, InvalidOid};	/* tasks,
-																		 * cron_timers,
-																		 * queues */
-	Oid		   *known;
-	Relation	rel;
-	char	   *nspname;
-
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("function \"%s\" was not called by trigger manager", funcname)));
-	if ((before ? !TRIGGER_FIRED_BEFORE(trigdata->tg_event) :
-		 !TRIGGER_FIRED_AFTER(trigdata->tg_event)) ||
-		(row ? !TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) :
-		 !TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event)))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("function \"%s\" must be fired %s %s", funcname,
-						before ? "BEFORE" : "AFTER", row ? "for each row" : "for each statement")));
-	/* once per relation: the row triggers run for every row of a COPY */
-	rel = trigdata->tg_relation;
-	known = &checked[strcmp(relname, "tasks") == 0 ? 0 :
-					 strcmp(relname, "cron_timers") == 0 ? 1 : 2];
-	if (RelationGetRelid(rel) == *known)
-		return;
-	nspname = get_namespace_name(RelationGetNamespace(rel));
-	if (nspname == NULL || strcmp(nspname, "jobflow") != 0 ||
-		strcmp(RelationGetRelationName(rel), relname) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("function \"%s\" can only be fired on jobflow.%s", funcname, relname),
-				 errdetail("It is internal to jobflow.")));
-	*known = RelationGetRelid(rel);
-}
 
 static int
 column_number(TupleDesc desc, const char *name)
@@ -214,203 +166,6 @@ lookup_columns(Relation rel, TaskColumns *cols)
 }
 
 /*
- * Accept only absolute http(s) URLs with a host, and nothing that could
- * smuggle a second request line, credentials or another protocol past
- * libcurl.  This is deliberately stricter than RFC 3986: callback URLs are
- * machine-made, and an odd one is more likely an attack than a need.
- */
-void
-jf_check_url(const char *url)
-{
-	const char *p;
-	const char *authority;
-	const char *host_end;
-	size_t		len = strlen(url);
-
-	if (len > URL_MAX_LENGTH)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("callback URL is too long"),
-				 errdetail("The URL has %zu bytes; the limit is %d.", len, URL_MAX_LENGTH)));
-
-	for (p = url; *p; p++)
-	{
-		unsigned char c = (unsigned char) *p;
-
-		if (c <= 0x20 || c >= 0x7f)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("callback URL contains a space, control or non-ASCII character at byte %d",
-							(int) (p - url) + 1),
-					 errhint("Percent-encode such characters.")));
-	}
-
-	if (pg_strncasecmp(url, "http://", 7) == 0)
-		authority = url + 7;
-	else if (pg_strncasecmp(url, "https://", 8) == 0)
-		authority = url + 8;
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("callback URL must be an absolute http or https URL"),
-				 errdetail("Other schemes, such as file, ftp or gopher, and relative URLs are not accepted.")));
-
-	host_end = authority + strcspn(authority, "/?#");
-	for (p = authority; p < host_end; p++)
-	{
-		if (*p == '@')
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("callback URL must not contain credentials"),
-					 errhint("Send credentials in a header, for example Authorization.")));
-		if (*p == '\\')
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("callback URL contains a backslash in its host part")));
-	}
-
-	p = authority;
-	if (*p == '[')
-	{
-		/* IPv6 literal: hex digits, colons and dots up to ']' */
-		p++;
-		while (p < host_end && (isxdigit((unsigned char) *p) || *p == ':' || *p == '.'))
-			p++;
-		if (p >= host_end || *p != ']' || p == authority + 1)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("callback URL has an invalid IPv6 host")));
-		check_ipv6_host(authority + 1, p);
-		p++;
-	}
-	else
-	{
-		const char *start = p;
-
-		while (p < host_end && (isalnum((unsigned char) *p) || *p == '-' ||
-								*p == '.' || *p == '_'))
-			p++;
-		if (p == start)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("callback URL has no host")));
-		if (p == host_end || *p == ':')
-			check_name_host(start, p);
-	}
-
-	if (p < host_end && *p == ':')
-	{
-		long		port = 0;
-		const char *digits = ++p;
-
-		while (p < host_end && isdigit((unsigned char) *p) && port <= 65535)
-			port = port * 10 + (*p++ - '0');
-		if (p == digits || p != host_end || port < 1 || port > 65535)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("callback URL has an invalid port"),
-					 errdetail("A port is a number from 1 to 65535.")));
-	}
-	if (p != host_end)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("callback URL has an invalid character in its host at byte %d",
-						(int) (p - url) + 1)));
-}
-
-/*
- * An IP-literal of RFC 3986 must hold an IPv6 address: inet_pton() is the
- * grammar of RFC 4291 section 2.2.  IPvFuture and zone identifiers (RFC
- * 6874) are refused by the character scan in jf_check_url already.
- */
-static void
-check_ipv6_host(const char *start, const char *end)
-{
-	char		buf[INET6_ADDRSTRLEN + 1];
-	unsigned char addr[16];
-
-	if (end - start >= (ptrdiff_t) sizeof(buf))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("callback URL has an invalid IPv6 host"),
-				 errdetail("The address between brackets is too long for an IPv6 address.")));
-	memcpy(buf, start, end - start);
-	buf[end - start] = '\0';
-	if (inet_pton(AF_INET6, buf, addr) != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("callback URL has an invalid IPv6 host"),
-				 errdetail("The host between brackets must be an IPv6 address as in RFC 4291, such as [2001:db8::1].")));
-}
-
-/*
- * A host that is not bracketed is an IPv4 address or a DNS name.  RFC 3986
- * would take any run of unreserved characters as a reg-name, but a
- * resolver only ever finds names made of labels (RFC 1123 section 2.1: 1
- * to 63 letters, digits or hyphens, neither first nor last a hyphen; at
- * most 253 characters; underscores are kept, as some service names use
- * them), and a name whose last label is numeric is no DNS name at all
- * (RFC 3696 section 2): resolvers and libcurl take "1.2.3.4.5", "127.1",
- * "0" or "0x7f.1" as legacy IPv4 forms, so only the dotted-decimal form of
- * RFC 3986 is accepted there.  A single trailing dot (a fully qualified
- * name) is allowed.
- */
-static void
-check_name_host(const char *start, const char *end)
-{
-	const char *label = start;
-	const char *last_label = start;
-	const char *p;
-	bool		numeric = true;
-	bool		hex;
-
-	if (end > start && end[-1] == '.' && end - 1 > start)
-		end--;
-	if (end - start > HOST_MAX_LENGTH)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("callback URL has an invalid host"),
-				 errdetail("A host name has at most %d characters.", HOST_MAX_LENGTH)));
-	for (p = start; p <= end; p++)
-	{
-		if (p < end && *p != '.')
-			continue;
-		if (p == label || p - label > LABEL_MAX_LENGTH ||
-			*label == '-' || p[-1] == '-')
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("callback URL has an invalid host"),
-					 errdetail("A host name is made of labels of 1 to %d letters, digits, hyphens or underscores, separated by dots, none beginning or ending with a hyphen.",
-							   LABEL_MAX_LENGTH)));
-		last_label = label;
-		label = p + 1;
-	}
-
-	/* numeric last label: decimal, or the 0x hex a resolver would accept */
-	p = last_label;
-	hex = (end - p > 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X'));
-	for (p += hex ? 2 : 0; p < end; p++)
-	{
-		if (!(hex ? isxdigit((unsigned char) *p) : isdigit((unsigned char) *p)))
-			numeric = false;
-	}
-	if (numeric)
-	{
-		char		buf[HOST_MAX_LENGTH + 1];
-		struct in_addr addr;
-
-		memcpy(buf, start, end - start);
-		buf[end - start] = '\0';
-		/* glibc's inet_pton takes exactly four decimal parts, no leading 0 */
-		if (inet_pton(AF_INET, buf, &addr) != 1)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("callback URL has an invalid IPv4 host"),
-					 errdetail("A host whose last label is a number must be an IPv4 address in dotted-decimal form, such as 192.0.2.1.")));
-	}
-}
-
-/*
  * Queue names are labels an operator reads in psql and in logs: printable
  * characters only, no leading or trailing space.  Control characters
  * (C0, DEL and, in UTF-8, C1) could rewrite a terminal or forge log lines.
@@ -441,7 +196,7 @@ check_queue(const char *queue)
 
 /* A task's queue name, or one naming a queue in jobflow.queues. */
 void
-jobflow_check_queue_name(text *name)
+jf_check_queue_name(text *name)
 {
 	if (name == NULL || VARSIZE_ANY_EXHDR(name) == 0 ||
 		VARSIZE_ANY_EXHDR(name) > QUEUE_MAX_LENGTH)
@@ -782,7 +537,7 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 				 errmsg("max_attempts must be between 1 and %d", ATTEMPTS_MAX)));
 
 	d = get_column(tuple, desc, cols->queue, &isnull);
-	jobflow_check_queue_name(isnull ? NULL : DatumGetTextPP(d));
+	jf_check_queue_name(isnull ? NULL : DatumGetTextPP(d));
 
 	d = get_column(tuple, desc, cols->owner, &isnull);
 	owner = isnull ? GetUserId() : DatumGetObjectId(d);
@@ -799,7 +554,7 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 	 * timer, active by an update; cancelling or pausing such a row stays
 	 * possible.  The worker writes only rows checked before.
 	 */
-	if (!jobflow_am_worker && (is_insert || will_fire(tuple, desc, cols)))
+	if (!jf_am_worker && (is_insert || will_fire(tuple, desc, cols)))
 		jf_check_owner_role(owner);
 	if (!is_insert)
 		return;
@@ -838,7 +593,7 @@ check_transition(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc,
 	bool		isnull;
 	const char *from = state_name(get_column(oldtup, desc, cols->state, &isnull));
 	const char *to = state_name(get_column(newtup, desc, cols->state, &isnull));
-	bool		privileged = jobflow_am_worker || superuser();
+	bool		privileged = jf_am_worker || superuser();
 	int64		id = DatumGetInt64(get_column(newtup, desc, column_number(desc, "id"), &isnull));
 
 	if (strcmp(from, to) == 0 && strcmp(from, "pending") == 0)
@@ -967,50 +722,13 @@ check_run_at(HeapTuple tuple, TupleDesc desc, TaskColumns *cols)
  * refuse.  Normalised values go to repl/replace, as in the trigger below.
  */
 void
-jobflow_check_request_row(HeapTuple tuple, TupleDesc desc, bool is_insert,
+jf_check_request_row(HeapTuple tuple, TupleDesc desc, bool is_insert,
 						  Datum *repl, bool *repl_null, bool *replace)
 {
 	TaskColumns cols;
 
 	lookup_request_columns(desc, &cols, true);
 	check_task(tuple, desc, &cols, is_insert, repl, repl_null, replace);
-}
-
-/*
- * What the statement trigger announces: the ids and earliest due time of
- * the pending rows the current statement wrote.  The row trigger fills it,
- * so the statement trigger needs no transition table (which would copy
- * every row of a bulk INSERT into a tuplestore).  It belongs to one local
- * transaction; rows of a statement that failed inside a savepoint only
- * widen the next announcement, and loading filters by state anyway.
- */
-static struct
-{
-	LocalTransactionId lxid;
-	int64		min_id;
-	int64		max_id;
-	TimestampTz min_run_at;
-	bool		any;
-}			announce;
-
-static void
-announce_row(HeapTuple tuple, TupleDesc desc, TaskColumns *cols)
-{
-	bool		isnull;
-	int64		id = DatumGetInt64(get_column(tuple, desc, cols->id, &isnull));
-	TimestampTz run_at = DatumGetTimestampTz(get_column(tuple, desc, cols->run_at, &isnull));
-
-	if (!announce.any || announce.lxid != JF_MY_LXID)
-	{
-		announce.lxid = JF_MY_LXID;
-		announce.min_id = announce.max_id = id;
-		announce.min_run_at = run_at;
-		announce.any = true;
-		return;
-	}
-	announce.min_id = Min(announce.min_id, id);
-	announce.max_id = Max(announce.max_id, id);
-	announce.min_run_at = Min(announce.min_run_at, run_at);
 }
 
 PG_FUNCTION_INFO_V1(jobflow_task_check);
@@ -1030,7 +748,7 @@ jobflow_task_check(PG_FUNCTION_ARGS)
 	bool		isnull;
 	int			i;
 
-	jobflow_require_trigger(fcinfo, "jobflow._task_check", true, true, "tasks");
+	jf_require_trigger(fcinfo, "jobflow._task_check", true, true, "tasks");
 
 	desc = trigdata->tg_relation->rd_att;
 	lookup_columns(trigdata->tg_relation, &cols);
@@ -1058,7 +776,7 @@ jobflow_task_check(PG_FUNCTION_ARGS)
 	{
 		check_run_at(tuple, desc, &cols);
 		/* a redrive or a reschedule sends it: its owner too is checked */
-		if (!jobflow_am_worker)
+		if (!jf_am_worker)
 			jf_check_owner_role(DatumGetObjectId(get_column(tuple, desc, cols.owner, &isnull)));
 	}
 
@@ -1072,192 +790,11 @@ jobflow_task_check(PG_FUNCTION_ARGS)
 		}
 	}
 	if (pending)
-		announce_row(result, desc, &cols);
+	{
+		bool		isnull;
+
+		jf_announce_task(DatumGetInt64(get_column(result, desc, cols.id, &isnull)),
+						 DatumGetTimestampTz(get_column(result, desc, cols.run_at, &isnull)));
+	}
 	return PointerGetDatum(result);
-}
-
-/*
- * One announcement per statement, kept until commit: whether it must wake
- * the worker is decided by the pre-commit callback, against the notify
- * window in force at commit rather than at the statement, so a transaction
- * that stays open for a while still wakes the worker when its tasks have
- * become due soon (or overdue) by the time they become visible.  The ranges
- * that must wake it go to the worker through shared memory once the commit
- * is visible (jobflow_publish_wake), not as NOTIFY payloads, which any role
- * could forge.
- */
-typedef struct Announcement
-{
-	int64		min_id;
-	int64		max_id;
-	TimestampTz min_run_at;
-} Announcement;
-
-static Announcement *announcements = NULL;	/* in TopTransactionContext */
-static int	nannouncements = 0;
-static int	maxannouncements = 0;
-static int64 *wake_lo = NULL;	/* decided at pre-commit, published at commit */
-static int64 *wake_hi = NULL;
-static int	nwake = 0;
-static bool cron_changed = false;	/* a cron timer was written */
-static bool queues_changed = false; /* jobflow.queues was written */
-static bool callback_registered = false;
-/* decided at pre-prepare, kept at prepare for COMMIT PREPARED (prepared.c) */
-static bool prepare_keep = false;
-static int64 prepare_lo;
-static int64 prepare_hi;
-static bool prepare_cron;
-static bool prepare_queues;
-
-static void
-announce_at_commit(XactEvent event, void *arg)
-{
-	int			i;
-
-	/*
-	 * A transaction to be prepared: every id it wrote (due soon or not: by
-	 * COMMIT PREPARED, later ones may be due soon too), as one range.
-	 */
-	if (event == XACT_EVENT_PRE_PREPARE)
-	{
-		prepare_keep = nannouncements > 0 || cron_changed || queues_changed;
-		prepare_lo = PG_INT64_MAX;
-		prepare_hi = PG_INT64_MIN;
-		for (i = 0; i < nannouncements; i++)
-		{
-			prepare_lo = Min(prepare_lo, announcements[i].min_id);
-			prepare_hi = Max(prepare_hi, announcements[i].max_id);
-		}
-		prepare_cron = cron_changed;
-		prepare_queues = queues_changed;
-	}
-	if (event == XACT_EVENT_PREPARE && prepare_keep)
-		jf_prepared_keep(prepare_lo, prepare_hi, prepare_cron, prepare_queues);
-	if (event == XACT_EVENT_PREPARE || event == XACT_EVENT_ABORT)
-		prepare_keep = false;
-
-	if (event == XACT_EVENT_PRE_COMMIT && nannouncements > 0)
-	{
-		TimestampTz before = jobflow_notify_before();
-
-		wake_lo = MemoryContextAlloc(TopTransactionContext, sizeof(int64) * nannouncements);
-		wake_hi = MemoryContextAlloc(TopTransactionContext, sizeof(int64) * nannouncements);
-		for (i = 0; i < nannouncements; i++)
-		{
-			if (announcements[i].min_run_at >= before)
-				continue;
-			wake_lo[nwake] = announcements[i].min_id;
-			wake_hi[nwake] = announcements[i].max_id;
-			nwake++;
-		}
-	}
-	if (event == XACT_EVENT_COMMIT && (nwake > 0 || cron_changed || queues_changed))
-		jobflow_publish_wake(wake_lo, wake_hi, nwake, cron_changed, queues_changed);
-	if (event == XACT_EVENT_PRE_PREPARE || event == XACT_EVENT_ABORT ||
-		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
-	{
-		/* the arrays live in TopTransactionContext and go with it */
-		announcements = NULL;
-		nannouncements = 0;
-		maxannouncements = 0;
-		wake_lo = wake_hi = NULL;
-		nwake = 0;
-		cron_changed = false;
-		queues_changed = false;
-	}
-}
-
-static void
-register_callback(void)
-{
-	if (!callback_registered)
-	{
-		RegisterXactCallback(announce_at_commit, NULL);
-		callback_registered = true;
-	}
-}
-
-/*
- * AFTER statement trigger of jobflow.cron_timers: at commit, the worker
- * materialises the changed timers' occurrences.
- */
-PG_FUNCTION_INFO_V1(jobflow_cron_wake);
-Datum
-jobflow_cron_wake(PG_FUNCTION_ARGS)
-{
-	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-
-	if (!CALLED_AS_TRIGGER(fcinfo) ||
-		!TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
-		!TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("jobflow._cron_notify() must be fired by a trigger after each statement")));
-	register_callback();
-	cron_changed = true;
-	return PointerGetDatum(NULL);
-}
-
-/*
- * AFTER statement trigger of jobflow.queues: at commit, the worker reads
- * the queues' settings again.
- */
-PG_FUNCTION_INFO_V1(jobflow_queues_wake);
-Datum
-jobflow_queues_wake(PG_FUNCTION_ARGS)
-{
-	jobflow_require_trigger(fcinfo, "jobflow._queues_notify", false, false, "queues");
-	register_callback();
-	queues_changed = true;
-	return PointerGetDatum(NULL);
-}
-
-/*
- * AFTER statement trigger: remember the id range and earliest due time of
- * the pending tasks the statement wrote; at commit they become
- * NOTIFY jobflow '<min id> <max id>' if the worker needs to hear of them.
- * NOTIFY is delivered at commit only, so a rolled-back task never wakes
- * the worker.
- */
-PG_FUNCTION_INFO_V1(jobflow_notify_worker);
-Datum
-jobflow_notify_worker(PG_FUNCTION_ARGS)
-{
-	jobflow_require_trigger(fcinfo, "jobflow._notify_worker", false, false, "tasks");
-
-	if (announce.any && announce.lxid == JF_MY_LXID)
-	{
-		register_callback();
-		/*
-		 * Statements that write one row each (an INSTEAD OF trigger under
-		 * COPY into jobflow.task_import, a loop of schedule() calls) make
-		 * ranges that touch or overlap: keep one, not one wake-up per row.
-		 */
-		if (nannouncements > 0 &&
-			announce.min_id <= announcements[nannouncements - 1].max_id + 1 &&
-			announce.max_id >= announcements[nannouncements - 1].min_id - 1)
-		{
-			Announcement *last = &announcements[nannouncements - 1];
-
-			last->min_id = Min(last->min_id, announce.min_id);
-			last->max_id = Max(last->max_id, announce.max_id);
-			last->min_run_at = Min(last->min_run_at, announce.min_run_at);
-			announce.any = false;
-			return PointerGetDatum(NULL);
-		}
-		if (nannouncements == maxannouncements)
-		{
-			maxannouncements = Max(8, maxannouncements * 2);
-			announcements = announcements == NULL ?
-				MemoryContextAlloc(TopTransactionContext,
-								   sizeof(Announcement) * maxannouncements) :
-				repalloc(announcements, sizeof(Announcement) * maxannouncements);
-		}
-		announcements[nannouncements].min_id = announce.min_id;
-		announcements[nannouncements].max_id = announce.max_id;
-		announcements[nannouncements].min_run_at = announce.min_run_at;
-		nannouncements++;
-	}
-	announce.any = false;
-	return PointerGetDatum(NULL);
 }

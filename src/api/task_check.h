@@ -2,7 +2,7 @@
  *
  * task_check.h
  *	  The request checks of task_check.c, shared with the cron timers'
- *	  row trigger (cron_sql.c).
+ *	  row trigger (cron.c).
  *
  * A timer holds the same request columns as a task (url, method, headers,
  * body, content_type, timeout_ms, max_attempts, queue, owner), so both are
@@ -23,25 +23,11 @@
  * in upper case, headers defaulting to {}, owner defaulting to the current
  * role on insert.  run_at and state are checked only if the row has them.
  */
-extern void jobflow_check_request_row(HeapTuple tuple, TupleDesc desc,
+extern void jf_check_request_row(HeapTuple tuple, TupleDesc desc,
 									  bool is_insert, Datum *repl,
 									  bool *repl_null, bool *replace);
 
-/*
- * Refuse, with SQLSTATE 39P01, a trigger function of jobflow's that is
- * not fired as it was declared: by the trigger manager, at the given
- * timing and level, on jobflow.<relname>.
- */
-extern void jobflow_require_trigger(FunctionCallInfo fcinfo, const char *funcname,
-									bool before, bool row, const char *relname);
-
-/*
- * Refuse a callback URL that is not an absolute http(s) URL with a valid
- * host and nothing that could smuggle a request line or credentials.
- */
-extern void jf_check_url(const char *url);
-
 /* Refuse (22023) a queue name that is NULL, empty, too long or unprintable. */
-extern void jobflow_check_queue_name(text *name);
+extern void jf_check_queue_name(text *name);
 
 #endif							/* JOBFLOW_TASK_CHECK_H */

@@ -37,7 +37,8 @@
 #include "utils/timestamp.h"
 
 #include "api/as_owner.h"
-#include "jobflow.h"
+#include "postgres.h"
+
 #include "api/tenant_api.h"
 
 /*

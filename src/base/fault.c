@@ -10,37 +10,20 @@
  */
 #include "postgres.h"
 
-#include "utils/guc.h"
-
 #include "base/fault.h"
 
+/* jobflow.inject_error and jobflow.test_doh_url (defined in settings.c) */
 char	   *jobflow_inject_error = NULL;
 char	   *jobflow_test_doh_url = NULL;
 
 /* the point already raised at, since the setting last changed */
 static bool fired = false;
 
-static void
-assign_inject_error(const char *newval, void *extra)
+/* The assign hook of jobflow.inject_error: a new point may fire again. */
+void
+jf_fault_assign(const char *newval, void *extra)
 {
 	fired = false;
-}
-
-void
-jf_fault_define_guc(void)
-{
-	DefineCustomStringVariable("jobflow.inject_error",
-							   "Raises an ERROR in the worker at the named point, for tests.",
-							   "Once per change of the setting; a name ending in * raises every time.",
-							   &jobflow_inject_error, "",
-							   PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
-							   NULL, assign_inject_error, NULL);
-	DefineCustomStringVariable("jobflow.test_doh_url",
-							   "Resolves the worker's host names by DNS over HTTPS at this URL, for tests.",
-							   "Empty: the system's resolver.",
-							   &jobflow_test_doh_url, "",
-							   PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
-							   NULL, NULL, NULL);
 }
 
 /* Raise the injected error if point is the one named. */

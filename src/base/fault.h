@@ -19,10 +19,12 @@
 #ifndef JOBFLOW_FAULT_H
 #define JOBFLOW_FAULT_H
 
+/* the settings, for tests only (superuser, not in SHOW ALL) */
 extern char *jobflow_inject_error;
 extern char *jobflow_test_doh_url;
 
-extern void jf_fault_define_guc(void);
+/* the assign hook of jobflow.inject_error (settings.c defines it) */
+extern void jf_fault_assign(const char *newval, void *extra);
 extern void jf_fault(const char *point);
 
 #endif							/* JOBFLOW_FAULT_H */

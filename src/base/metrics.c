@@ -1,9 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * metrics.c
- *	  What a DBA scrapes: the worker's histograms and counters, kept in
- *	  shared memory, shown as Prometheus text by jobflow.metrics() and as
- *	  rows by jobflow._stats() (the jobflow.stats view).
+ *	  The worker's histograms and counters, kept in shared memory in its
+ *	  database's first slot; api/metrics.c shows them.
  *
  * The worker alone writes (one atomic add per observation, no lock); any
  * backend reads.  A reader may see one observation counted in a bucket
@@ -21,38 +20,17 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "jobflow.h"
-#include "launcher/launcher.h"
+#include "postgres.h"
 
-#include "funcapi.h"
-#include "http/http.h"
-#include "lib/stringinfo.h"
-#include "miscadmin.h"
-#include "utils/builtins.h"
-#include "utils/float.h"
-#include "utils/tuplestore.h"
-#include "worker/worker.h"
+#include "base/metrics.h"
 
-/* the busiest origins: published at most this often, sweeping this many */
-#define HOSTS_PUBLISH_MS 1000
-#define HOSTS_SWEEP 1024
+#include "port/atomics.h"
 
-static const double bucket_ms[JF_HIST_BUCKETS] = {
+/* where this process's observations go: set by the worker (jf_metrics_attach) */
+static JfMetricsShared *figures = NULL;
+
+const double jf_metrics_bucket_ms[JF_HIST_BUCKETS] = {
 	1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000
-};
-
-static const char *const hist_name[JF_NHIST] = {
-	"jobflow_lateness_seconds",
-	"jobflow_claim_duration_seconds",
-	"jobflow_flush_duration_seconds",
-	"jobflow_loop_turn_seconds"
-};
-
-static const char *const hist_help[JF_NHIST] = {
-	"Time from a task's due time to the start of its request.",
-	"Time the claim statement of a batch of due tasks took.",
-	"Time a flush of outcomes to jobflow.tasks and jobflow.task_log took, commit included.",
-	"Time one turn of the worker's loop took, waiting excluded."
 };
 
 /* Zero every figure; at shared memory creation. */
@@ -68,7 +46,7 @@ jf_metrics_shmem_init(JfMetricsShared *m)
 			pg_atomic_init_u64(&m->hist[h].bucket[i], 0);
 		pg_atomic_init_u64(&m->hist[h].sum_us, 0);
 	}
-	for (i = 0; i < JF_NCLASS; i++)
+	for (i = 0; i < JF_METRICS_CLASSES; i++)
 		pg_atomic_init_u64(&m->outcomes[i], 0);
 	for (i = 0; i < JF_NCOUNT; i++)
 		pg_atomic_init_u64(&m->counters[i], 0);
@@ -89,7 +67,7 @@ jf_metrics_reset(JfMetricsShared *m)
 			pg_atomic_write_u64(&m->hist[h].bucket[i], 0);
 		pg_atomic_write_u64(&m->hist[h].sum_us, 0);
 	}
-	for (i = 0; i < JF_NCLASS; i++)
+	for (i = 0; i < JF_METRICS_CLASSES; i++)
 		pg_atomic_write_u64(&m->outcomes[i], 0);
 	for (i = 0; i < JF_NCOUNT; i++)
 		pg_atomic_write_u64(&m->counters[i], 0);
@@ -104,473 +82,37 @@ jf_metrics_reset(JfMetricsShared *m)
 void
 jf_metrics_observe(JfHistId h, int64 us)
 {
-	JfHistShared *hs = &jobflow_figures->metrics.hist[h];
+	JfHistShared *hs = &figures->hist[h];
 	int			i = 0;
 
 	if (us < 0)
 		us = 0;
-	while (i < JF_HIST_BUCKETS && (double) us > bucket_ms[i] * 1000.0)
+	while (i < JF_HIST_BUCKETS && (double) us > jf_metrics_bucket_ms[i] * 1000.0)
 		i++;
 	pg_atomic_fetch_add_u64(&hs->bucket[i], 1);
 	pg_atomic_fetch_add_u64(&hs->sum_us, (uint64) us);
 }
 
-/* A finished request, counted in its class (see jf_http_result_class). */
+/* A finished request, counted in its class (JfHttpClass, http/http.h). */
 void
-jf_metrics_outcome(const JfHttpResult *r)
+jf_metrics_outcome(int class)
 {
-	pg_atomic_fetch_add_u64(&jobflow_figures->metrics.outcomes[jf_http_result_class(r)], 1);
+	if (class >= 0 && class < JF_METRICS_CLASSES)
+		pg_atomic_fetch_add_u64(&figures->outcomes[class], 1);
 }
 
 void
 jf_metrics_count(JfCounterId c, uint64 n)
 {
-	pg_atomic_fetch_add_u64(&jobflow_figures->metrics.counters[c], n);
+	pg_atomic_fetch_add_u64(&figures->counters[c], n);
 }
 
 /*
- * The worker's own: when it may publish the busiest origins next, and
- * whether what is published may show some (true at its start: an earlier
- * worker's may still be there).
- */
-static int64 hosts_next_ms = 0;
-static bool hosts_shown = true;
-
-/*
- * Publish the busiest origins (the worker, once per turn).  At most once a
- * second, so that a busy loop pays for it rarely; each time the fair share
- * also sweeps HOSTS_SWEEP more origins for ones its table missed.
+ * The worker: its observations go to these figures (its database's first
+ * worker's slot, which every worker of the database shares).
  */
 void
-jf_metrics_publish_hosts(JfFair *f)
+jf_metrics_attach(JfMetricsShared *m)
 {
-	JfMetricsShared *m = &jobflow_shared->metrics;
-	JfFairLoad	top[JF_FAIR_TOP];
-	int64		now = jf_now_ms();
-	int			n;
-	int			i;
-
-	if (f == NULL || now < hosts_next_ms)
-		return;
-	hosts_next_ms = now + HOSTS_PUBLISH_MS;
-	n = jf_fair_busiest(f, top, HOSTS_SWEEP);
-	if (n == 0 && !hosts_shown)
-		return;
-	pg_atomic_fetch_add_u32(&m->hosts_changecount, 1);	/* a full barrier */
-	for (i = 0; i < n; i++)
-	{
-		strlcpy(m->hosts[i].origin, top[i].origin, sizeof(m->hosts[i].origin));
-		m->hosts[i].in_flight = top[i].claimed;
-		m->hosts[i].queued = top[i].parked;
-	}
-	m->nhosts = n;
-	pg_write_barrier();
-	pg_atomic_fetch_add_u32(&m->hosts_changecount, 1);
-	hosts_shown = n > 0;
-}
-
-/*
- * When the worker must wake to publish again: while anything is claimed
- * or parked, or the last publication still shows origins; never when
- * idle with nothing shown.
- */
-int64
-jf_metrics_hosts_deadline(const JfFair *f)
-{
-	if (f != NULL && (hosts_shown || jf_fair_claimed(f) > 0 || jf_fair_parked(f) > 0))
-		return hosts_next_ms;
-	return PG_INT64_MAX;
-}
-
-/* A consistent copy of the published origins; retries while one is written. */
-static int
-read_hosts(JfMetricsShared *m, JfHostShared *out)
-{
-	for (;;)
-	{
-		uint32		before = pg_atomic_read_u32(&m->hosts_changecount);
-		int			n;
-		int			i;
-
-		pg_read_barrier();
-		n = Min(Max(m->nhosts, 0), JF_FAIR_TOP);
-		memcpy(out, m->hosts, sizeof(JfHostShared) * n);
-		pg_read_barrier();
-		if ((before & 1) == 0 && before == pg_atomic_read_u32(&m->hosts_changecount))
-		{
-			for (i = 0; i < n; i++)
-				out[i].origin[sizeof(out[i].origin) - 1] = '\0';
-			return n;
-		}
-		CHECK_FOR_INTERRUPTS();
-	}
-}
-
-/* host="origin", escaped as the Prometheus text format wants. */
-static void
-host_label(StringInfo buf, const char *origin)
-{
-	const char *p;
-
-	resetStringInfo(buf);
-	appendStringInfoString(buf, "host=\"");
-	for (p = origin; *p; p++)
-	{
-		if (*p == '\\' || *p == '"')
-			appendStringInfoChar(buf, '\\');
-		if (*p == '\n')
-			appendStringInfoString(buf, "\\n");
-		else
-			appendStringInfoChar(buf, *p);
-	}
-	appendStringInfoChar(buf, '"');
-}
-
-/*
- * Where the figures go: Prometheus text (text != NULL) or rows of
- * (metric, labels, value, description) for jobflow.stats.
- */
-typedef struct Emitter
-{
-	StringInfo	text;
-	Tuplestorestate *rows;
-	TupleDesc	desc;
-	JobflowShared *slot;		/* this database's worker's figures */
-} Emitter;
-
-static void
-family(Emitter *em, const char *name, const char *type, const char *help)
-{
-	if (em->text)
-		appendStringInfo(em->text, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-static void
-sample(Emitter *em, const char *name, const char *labels, double value,
-	   const char *help)
-{
-	if (em->text)
-	{
-		appendStringInfoString(em->text, name);
-		if (labels)
-			appendStringInfo(em->text, "{%s}", labels);
-		if (value == (double) (int64) value)
-			appendStringInfo(em->text, " %lld\n", (long long) value);
-		else
-			appendStringInfo(em->text, " %.9g\n", value);
-	}
-	else
-	{
-		Datum		values[4];
-		bool		nulls[4] = {false, labels == NULL, false, false};
-
-		/* the view names figures without the common prefix */
-		values[0] = CStringGetTextDatum(strncmp(name, "jobflow_", 8) == 0 ? name + 8 : name);
-		values[1] = labels ? CStringGetTextDatum(labels) : (Datum) 0;
-		values[2] = Float8GetDatum(value);
-		values[3] = CStringGetTextDatum(help);
-		tuplestore_putvalues(em->rows, em->desc, values, nulls);
-	}
-}
-
-static void
-counter(Emitter *em, const char *name, uint64 value, const char *help)
-{
-	family(em, name, "counter", help);
-	sample(em, name, NULL, (double) value, help);
-}
-
-static void
-gauge(Emitter *em, const char *name, double value, const char *help)
-{
-	family(em, name, "gauge", help);
-	sample(em, name, NULL, value, help);
-}
-
-/*
- * A histogram: cumulative buckets, sum and count in the text; count, sum
- * and the p50/p99 bucket bounds (an upper estimate) in the rows.
- */
-static void
-histogram(Emitter *em, JfHistId h)
-{
-	JfHistShared *hs = &em->slot->metrics.hist[h];
-	uint64		counts[JF_HIST_BUCKETS + 1];
-	uint64		total = 0;
-	double		sum = (double) pg_atomic_read_u64(&hs->sum_us) / 1e6;
-	char		name[128];
-	char		labels[64];
-	int			i;
-
-	for (i = 0; i <= JF_HIST_BUCKETS; i++)
-	{
-		counts[i] = pg_atomic_read_u64(&hs->bucket[i]);
-		total += counts[i];
-	}
-	if (em->text)
-	{
-		uint64		cumulative = 0;
-
-		family(em, hist_name[h], "histogram", hist_help[h]);
-		snprintf(name, sizeof(name), "%s_bucket", hist_name[h]);
-		for (i = 0; i <= JF_HIST_BUCKETS; i++)
-		{
-			cumulative += counts[i];
-			/* whole bounds as Prometheus' clients write them: "5.0" */
-			if (i < JF_HIST_BUCKETS && bucket_ms[i] >= 1000)
-				snprintf(labels, sizeof(labels), "le=\"%.1f\"", bucket_ms[i] / 1000.0);
-			else if (i < JF_HIST_BUCKETS)
-				snprintf(labels, sizeof(labels), "le=\"%g\"", bucket_ms[i] / 1000.0);
-			else
-				snprintf(labels, sizeof(labels), "le=\"+Inf\"");
-			sample(em, name, labels, (double) cumulative, hist_help[h]);
-		}
-	}
-	else
-	{
-		static const double quantiles[2] = {0.5, 0.99};
-		int			q;
-
-		for (q = 0; q < 2; q++)
-		{
-			uint64		cumulative = 0;
-			double		bound = 0;
-
-			for (i = 0; i <= JF_HIST_BUCKETS && total > 0; i++)
-			{
-				cumulative += counts[i];
-				if ((double) cumulative >= quantiles[q] * (double) total)
-				{
-					bound = i < JF_HIST_BUCKETS ? bucket_ms[i] / 1000.0 : get_float8_infinity();
-					break;
-				}
-			}
-			snprintf(name, sizeof(name), "%s_p%d", hist_name[h], q == 0 ? 50 : 99);
-			sample(em, name, NULL, bound,
-				   "Upper bound of the histogram bucket holding this quantile (0 before any observation).");
-		}
-	}
-	snprintf(name, sizeof(name), "%s_sum", hist_name[h]);
-	sample(em, name, NULL, sum, hist_help[h]);
-	snprintf(name, sizeof(name), "%s_count", hist_name[h]);
-	sample(em, name, NULL, (double) total, hist_help[h]);
-}
-
-/* Busiest first; equal loads by origin, so that the order is stable. */
-static int
-compare_host_load(const void *a, const void *b)
-{
-	const JfHostShared *x = a;
-	const JfHostShared *y = b;
-	int64		dx = (int64) x->in_flight + x->queued;
-	int64		dy = (int64) y->in_flight + y->queued;
-
-	if (dx != dy)
-		return dx > dy ? -1 : 1;
-	return strcmp(x->origin, y->origin);
-}
-
-/*
- * The busiest origins of the database: each running worker's ten, an
- * origin's figures added up over the workers that send to it, the ten
- * busiest of those.
- */
-static int
-merged_hosts(JfHostShared *out)
-{
-	JobflowShared *slots[JF_MAX_WORKERS_PER_DB];
-	JfHostShared *all = palloc(sizeof(JfHostShared) * JF_FAIR_TOP * JF_MAX_WORKERS_PER_DB);
-	int			n = 0;
-	int			part;
-	int			i;
-	int			j;
-
-	(void) jf_db_slots(MyDatabaseId, slots);
-	for (part = 0; part < jobflow_workers_per_database; part++)
-	{
-		JobflowShared *s = slots[part];
-		JfHostShared got[JF_FAIR_TOP];
-		pid_t		pid;
-		int			k;
-
-		if (s == NULL)
-			continue;
-		SpinLockAcquire(&s->mutex);
-		pid = s->dboid == MyDatabaseId ? s->worker_pid : 0;
-		SpinLockRelease(&s->mutex);
-		if (pid == 0)
-			continue;			/* what it published is gone with it */
-		k = read_hosts(&s->metrics, got);
-		/* given to another database while it was read: none of ours */
-		SpinLockAcquire(&s->mutex);
-		if (s->dboid != MyDatabaseId || s->worker_pid != pid)
-			k = 0;
-		SpinLockRelease(&s->mutex);
-		for (i = 0; i < k; i++)
-		{
-			for (j = 0; j < n; j++)
-				if (strcmp(all[j].origin, got[i].origin) == 0)
-					break;
-			if (j < n)
-			{
-				all[j].in_flight += got[i].in_flight;
-				all[j].queued += got[i].queued;
-			}
-			else
-				all[n++] = got[i];
-		}
-	}
-	qsort(all, n, sizeof(JfHostShared), compare_host_load);
-	n = Min(n, JF_FAIR_TOP);
-	memcpy(out, all, sizeof(JfHostShared) * n);
-	pfree(all);
-	return n;
-}
-
-/*
- * Requests in flight and queued for each of the busiest origins (none
- * while no worker runs: what was published is gone with it).
- */
-static void
-busiest_hosts(Emitter *em)
-{
-	static const char *const help_in_flight =
-		"HTTP requests being sent or awaiting their answer, for each of the busiest origins (at most 10, by requests in flight and queued; updated once a second).";
-	static const char *const help_queued =
-		"Due tasks waiting for a place under the concurrency caps, for each of the busiest origins (at most 10, by requests in flight and queued; updated once a second).";
-	JfHostShared hosts[JF_FAIR_TOP];
-	StringInfoData label;
-	int			n = merged_hosts(hosts);
-	int			i;
-
-	initStringInfo(&label);
-	family(em, "jobflow_host_requests_in_flight", "gauge", help_in_flight);
-	for (i = 0; i < n; i++)
-	{
-		host_label(&label, hosts[i].origin);
-		sample(em, "jobflow_host_requests_in_flight", label.data, hosts[i].in_flight,
-			   help_in_flight);
-	}
-	family(em, "jobflow_host_requests_queued", "gauge", help_queued);
-	for (i = 0; i < n; i++)
-	{
-		host_label(&label, hosts[i].origin);
-		sample(em, "jobflow_host_requests_queued", label.data, hosts[i].queued, help_queued);
-	}
-	pfree(label.data);
-}
-
-/* Every figure, in one order for both forms. */
-static void
-emit_all(Emitter *em)
-{
-	JobflowShared *s = em->slot;
-	JfMetricsShared *m = &s->metrics;
-	int			up;
-	int			i;
-	int			h;
-
-	up = jobflow_workers_up();
-	gauge(em, "jobflow_worker_up", up == jobflow_workers_per_database ? 1 : 0,
-		  "1 when every jobflow worker of the database runs.");
-	gauge(em, "jobflow_workers_up", up,
-		  "jobflow workers of the database running (of jobflow.workers_per_database).");
-	gauge(em, "jobflow_requests_in_flight", (double) jobflow_gauge_sum(offsetof(JobflowShared, in_flight)),
-		  "HTTP requests being sent or awaiting their answer.");
-	gauge(em, "jobflow_requests_queued", (double) jobflow_gauge_sum(offsetof(JobflowShared, queued)),
-		  "Due tasks waiting for a place under the concurrency caps.");
-	busiest_hosts(em);
-	gauge(em, "jobflow_wheel_tasks", (double) jobflow_gauge_sum(offsetof(JobflowShared, wheel_tasks)),
-		  "Pending tasks held in the worker's time wheel.");
-	gauge(em, "jobflow_buffered_outcomes", (double) jobflow_gauge_sum(offsetof(JobflowShared, buffered_rows)),
-		  "Outcomes waiting to be written.");
-	for (h = 0; h < JF_NHIST; h++)
-		histogram(em, h);
-
-	family(em, "jobflow_outcomes_total", "counter",
-		   "Finished requests by class: HTTP status class, or what prevented an answer.");
-	for (i = 0; i < JF_NCLASS; i++)
-	{
-		char		labels[32];
-
-		snprintf(labels, sizeof(labels), "class=\"%s\"", jf_http_class_name(i));
-		sample(em, "jobflow_outcomes_total", labels,
-			   (double) pg_atomic_read_u64(&m->outcomes[i]),
-			   "Finished requests by class: HTTP status class, or what prevented an answer.");
-	}
-	counter(em, "jobflow_fired_total", pg_atomic_read_u64(&s->fired),
-			"Attempts claimed and sent.");
-	counter(em, "jobflow_succeeded_total", pg_atomic_read_u64(&s->succeeded),
-			"Tasks that succeeded.");
-	counter(em, "jobflow_failed_total", pg_atomic_read_u64(&s->failed),
-			"Tasks that failed for good.");
-	counter(em, "jobflow_retries_total", pg_atomic_read_u64(&s->retried),
-			"Failed attempts scheduled to be retried.");
-	counter(em, "jobflow_flushes_total", pg_atomic_read_u64(&s->flushes),
-			"Transactions writing outcomes.");
-	counter(em, "jobflow_statements_total", pg_atomic_read_u64(&s->statements),
-			"SQL statements the worker ran.");
-	counter(em, "jobflow_rescans_total", pg_atomic_read_u64(&m->counters[JF_COUNT_RESCANS]),
-			"Housekeeping rescans of jobflow.tasks.");
-	counter(em, "jobflow_wakeups_total", pg_atomic_read_u64(&s->wake_ranges),
-			"Wake-ups published at commit by transactions that wrote tasks.");
-	counter(em, "jobflow_cron_materialised_total",
-			pg_atomic_read_u64(&m->counters[JF_COUNT_CRON]),
-			"Cron occurrences turned into tasks.");
-	counter(em, "jobflow_queue_reads_total",
-			pg_atomic_read_u64(&m->counters[JF_COUNT_QUEUE_READS]),
-			"Reads of jobflow.queues after commits that changed it, whole or by the queues changed.");
-	counter(em, "jobflow_queue_rows_read_total",
-			pg_atomic_read_u64(&m->counters[JF_COUNT_QUEUE_ROWS]),
-			"Rows of jobflow.queues those reads returned.");
-	counter(em, "jobflow_role_checks_total",
-			pg_atomic_read_u64(&m->counters[JF_COUNT_ROLE_CHECKS]),
-			"Looks at the cluster's roles after they changed, at most one per jobflow.reconcile_interval.");
-	counter(em, "jobflow_role_sweeps_total",
-			pg_atomic_read_u64(&m->counters[JF_COUNT_ROLE_SWEEPS]),
-			"Sweeps of jobflow's tables for what roles that no longer exist left.");
-	counter(em, "jobflow_outcome_notifications_skipped_total",
-			pg_atomic_read_u64(&m->counters[JF_COUNT_NOTIFY_SKIPPED]),
-			"Outcome notifications not sent because the server's notification queue was more than half full.");
-	counter(em, "jobflow_pruned_tasks_total", pg_atomic_read_u64(&s->pruned_tasks),
-			"Finished tasks removed by the worker under jobflow.retention.");
-	counter(em, "jobflow_pruned_log_rows_total", pg_atomic_read_u64(&s->pruned_log_rows),
-			"Log rows removed with them.");
-}
-
-/*
- * jobflow.metrics() RETURNS text: the Prometheus text exposition format
- * (version 0.0.4), for an exporter or a scrape through any SQL client.
- */
-PG_FUNCTION_INFO_V1(jobflow_metrics);
-Datum
-jobflow_metrics(PG_FUNCTION_ARGS)
-{
-	Emitter		em = {0};
-
-	em.slot = jobflow_reader_slot();
-
-	em.text = makeStringInfo();
-	emit_all(&em);
-	PG_RETURN_TEXT_P(cstring_to_text_with_len(em.text->data, em.text->len));
-}
-
-/*
- * jobflow._stats() RETURNS TABLE (metric, labels, value, description):
- * the same figures as rows, behind the jobflow.stats view.
- */
-PG_FUNCTION_INFO_V1(jobflow_stats);
-Datum
-jobflow_stats(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Emitter		em = {0};
-
-	em.slot = jobflow_reader_slot();
-
-	InitMaterializedSRF(fcinfo, 0);
-	em.rows = rsinfo->setResult;
-	em.desc = rsinfo->setDesc;
-	emit_all(&em);
-	return (Datum) 0;
+	figures = m;
 }

@@ -2,7 +2,8 @@
  *
  * metrics.h
  *	  The worker's histograms, counters and busiest origins in shared
- *	  memory (metrics.c), shown by jobflow.metrics() and jobflow.stats.
+ *	  memory (metrics.c), shown by jobflow.metrics() and jobflow.stats
+ *	  (api/metrics.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -11,8 +12,15 @@
 
 #include "port/atomics.h"
 
-#include "core/fair.h"
-#include "http/http.h"
+/*
+ * Sizes the worker's modules define (checked where both are seen, in
+ * worker/worker.c): the outcome classes (JF_NCLASS, http/http.h), and the
+ * busiest origins and the longest origin (JF_FAIR_TOP, JF_FAIR_ORIGIN_MAX,
+ * core/fair.h).
+ */
+#define JF_METRICS_CLASSES 12
+#define JF_METRICS_TOP 10
+#define JF_METRICS_ORIGIN_MAX 300
 
 /* Bucket upper bounds, in milliseconds; one more bucket holds the rest. */
 #define JF_HIST_BUCKETS 16
@@ -47,7 +55,7 @@ typedef struct JfHistShared
 /* One of the busiest origins, as last published by the worker. */
 typedef struct JfHostShared
 {
-	char		origin[JF_FAIR_ORIGIN_MAX];
+	char		origin[JF_METRICS_ORIGIN_MAX];
 	int32		in_flight;
 	int32		queued;
 } JfHostShared;
@@ -55,7 +63,7 @@ typedef struct JfHostShared
 typedef struct JfMetricsShared
 {
 	JfHistShared hist[JF_NHIST];
-	pg_atomic_uint64 outcomes[JF_NCLASS];	/* by JfHttpClass */
+	pg_atomic_uint64 outcomes[JF_METRICS_CLASSES];	/* by JfHttpClass */
 	pg_atomic_uint64 counters[JF_NCOUNT];
 
 	/*
@@ -65,17 +73,19 @@ typedef struct JfMetricsShared
 	 */
 	pg_atomic_uint32 hosts_changecount;
 	int			nhosts;
-	JfHostShared hosts[JF_FAIR_TOP];
+	JfHostShared hosts[JF_METRICS_TOP];
 } JfMetricsShared;
 
 extern void jf_metrics_shmem_init(JfMetricsShared *m);
 extern void jf_metrics_reset(JfMetricsShared *m);
 
-/* the worker's writers */
+/* histogram bounds, in milliseconds (the last bucket holds the rest) */
+extern const double jf_metrics_bucket_ms[JF_HIST_BUCKETS];
+
+/* the worker's writers, into the figures it attached to */
+extern void jf_metrics_attach(JfMetricsShared *m);
 extern void jf_metrics_observe(JfHistId h, int64 us);
-extern void jf_metrics_outcome(const JfHttpResult *r);
+extern void jf_metrics_outcome(int class);
 extern void jf_metrics_count(JfCounterId c, uint64 n);
-extern void jf_metrics_publish_hosts(JfFair *f);
-extern int64 jf_metrics_hosts_deadline(const JfFair *f);
 
 #endif							/* JOBFLOW_METRICS_H */

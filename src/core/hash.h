@@ -4,7 +4,7 @@
  *	  The two small hash functions jobflow's in-memory tables share.
  *
  * Plain C, no PostgreSQL headers: used by the worker's task map (feed.c)
- * and by the plain-C modules (fair.c, http_queue.c) alike.
+ * and by the plain-C modules (core/fair.c, http/queue.c) alike.
  *
  *-------------------------------------------------------------------------
  */

@@ -1,17 +1,18 @@
 /*-------------------------------------------------------------------------
  *
- * launcher_hook.c
+ * hook.c
  *	  What backends tell jobflow's launcher and workers: requests sent at
  *	  commit (CREATE EXTENSION, CREATE DATABASE), DROP EXTENSION's wake-up,
  *	  holds on a database for DROP DATABASE and the like, and the WARNING
  *	  of CREATE EXTENSION in a database that will not be served.
  *
- * Called from the utility hook (guard.c), before and after each statement.
- * See launcher.c for the slots, the launcher and the locking.
+ * Called from the utility hook (jobflow.c), before and after each
+ * statement.  See slots.c for the slots and the locking, launcher.c for the
+ * launcher.
  *
  *-------------------------------------------------------------------------
  */
-#include "launcher/launcher.h"
+#include "launcher/hook.h"
 #include "launcher/internal.h"
 #include "base/compat.h"
 
@@ -137,9 +138,9 @@ hold(Oid dboid)
 			recorded = true;
 		}
 	}
-	for (i = 0; i < jf_launcher_nslots(); i++)
+	for (i = 0; i < jf_slots_count(); i++)
 	{
-		JobflowShared *s = &jf_ls->slots[i];
+		JfSlot	   *s = &jf_ls->slots[i];
 
 		SpinLockAcquire(&s->mutex);
 		if (s->dboid == dboid && s->worker_pid != 0 && npids < lengthof(pids))
@@ -163,9 +164,9 @@ hold(Oid dboid)
 	{
 		bool		running = false;
 
-		for (i = 0; i < jf_launcher_nslots(); i++)
+		for (i = 0; i < jf_slots_count(); i++)
 		{
-			JobflowShared *s = &jf_ls->slots[i];
+			JfSlot	   *s = &jf_ls->slots[i];
 
 			SpinLockAcquire(&s->mutex);
 			running |= s->dboid == dboid && s->worker_pid != 0;
@@ -258,7 +259,7 @@ warn_if_unserved(void)
 		return;
 	}
 	SpinLockAcquire(&jf_ls->mutex);
-	for (i = 0; i < jf_launcher_nslots(); i++)
+	for (i = 0; i < jf_slots_count(); i++)
 	{
 		if (jf_ls->slots[i].dboid == MyDatabaseId)
 		{

@@ -1,29 +1,29 @@
 /*-------------------------------------------------------------------------
  *
- * launcher_internal.h
- *	  The launcher's shared state, for launcher.c and launcher_hook.c only.
+ * internal.h
+ *	  The launcher's shared state, for slots.c, launcher.c and hook.c only.
  *
  *-------------------------------------------------------------------------
  */
 #ifndef JOBFLOW_LAUNCHER_INTERNAL_H
 #define JOBFLOW_LAUNCHER_INTERNAL_H
 
-#include "jobflow.h"
+#include "launcher/slots.h"
 
 #define MAX_REQUESTS 256		/* beyond: every database is probed again */
 #define MAX_HOLDS 32			/* databases held at once, cluster-wide */
 
-typedef enum RequestKind
+typedef enum JfLaunchKind
 {
 	REQ_PROBE,					/* see whether the database has jobflow */
 	REQ_SERVE					/* it has: serve it */
-} RequestKind;
+} JfLaunchKind;
 
-typedef struct Request
+typedef struct JfLaunchRequest
 {
 	Oid			dboid;
-	RequestKind kind;
-} Request;
+	JfLaunchKind kind;
+} JfLaunchRequest;
 
 typedef struct JfLauncherShared
 {
@@ -34,26 +34,26 @@ typedef struct JfLauncherShared
 	uint32		freed;			/* slots freed so far */
 	int			nrequests;
 	bool		overflowed;		/* requests were lost: probe everything */
-	Request		requests[MAX_REQUESTS];
+	JfLaunchRequest requests[MAX_REQUESTS];
 	struct
 	{
 		Oid			dboid;
 		pid_t		pid;		/* the backend holding it; 0: free */
 	}			holds[MAX_HOLDS];
-	JobflowShared slots[FLEXIBLE_ARRAY_MEMBER];
+	JfSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } JfLauncherShared;
 
 /* what a worker is started for, in bgw_extra */
-typedef struct WorkerExtra
+typedef struct JfWorkerExtra
 {
 	Oid			dboid;
 	uint32		incarnation;
-} WorkerExtra;
+} JfWorkerExtra;
 
-/* launcher.c */
+/* slots.c */
 extern JfLauncherShared *jf_ls;
 extern bool jf_launcher_is_held(Oid dboid);
 extern int	jf_launcher_slot_index(Oid dboid);
-extern void jf_launcher_post(Oid dboid, RequestKind kind);
+extern void jf_launcher_post(Oid dboid, JfLaunchKind kind);
 
 #endif							/* JOBFLOW_LAUNCHER_INTERNAL_H */

@@ -25,19 +25,14 @@
  * DROP DATABASE, CREATE DATABASE ... TEMPLATE, ALTER DATABASE RENAME and
  * SET TABLESPACE fail while another session is connected to the database
  * (and PostgreSQL 15 cannot be told to end a background worker for them).
- * The utility hook (guard.c, launcher_hook.c) of the backend running one
+ * The utility hook (jobflow.c, hook.c) of the backend running one
  * of them holds the database first: no worker or probe starts there, its
  * worker is told to stop, and the statement waits for it to exit.  The
  * hold ends with the transaction, which asks the launcher to look at the
  * database again (serving it if it still exists with the extension,
  * freeing its slot if it is gone).
  *
- * Locking: one spinlock (JfLauncherShared.mutex) protects the requests,
- * the holds and the assignment fields of every slot (dboid, incarnation,
- * registered, requested) and, nested inside it, a slot's own mutex for
- * its worker's pid.  Other backends find their database's slot without
- * the lock (jf_db_slot): what they read there is advisory, and a slot
- * reassigned under them is recognised by its dboid where it matters.
+ * The slots, the requests and the holds live in shared memory (slots.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -72,44 +67,6 @@
 #define RETRY_MS 1000			/* a worker or probe that could not start */
 #define CHECK_MS 10000			/* slots of vanished databases are freed */
 
-JfLauncherShared *jf_ls = NULL;
-
-/* the worker's own slot */
-static int	my_slot = -1;
-static WorkerExtra my_extra;
-
-/* Slots in all: one per worker, jobflow.workers_per_database per database. */
-int
-jf_launcher_nslots(void)
-{
-	return jobflow_max_databases * jobflow_workers_per_database;
-}
-
-Size
-jf_launcher_shmem_size(void)
-{
-	return add_size(offsetof(JfLauncherShared, slots),
-					mul_size(sizeof(JobflowShared), jf_launcher_nslots()));
-}
-
-/* In the postmaster's shmem startup hook, AddinShmemInitLock held. */
-void
-jf_launcher_shmem_init(void)
-{
-	bool		found;
-	int			i;
-
-	jf_ls = ShmemInitStruct("jobflow launcher", jf_launcher_shmem_size(), &found);
-	if (found)
-		return;
-	memset(jf_ls, 0, offsetof(JfLauncherShared, slots));
-	SpinLockInit(&jf_ls->mutex);
-	/* unlike any incarnation a worker registered before a crash carries */
-	jf_ls->next_incarnation = (uint32) (GetCurrentTimestamp() / 1000);
-	for (i = 0; i < jf_launcher_nslots(); i++)
-		jobflow_init_slot(&jf_ls->slots[i]);
-}
-
 /* From _PG_init: the launcher, started with the server, restarted at once. */
 void
 jf_launcher_register(void)
@@ -126,306 +83,6 @@ jf_launcher_register(void)
 	snprintf(worker.bgw_name, BGW_MAXLEN, "jobflow launcher");
 	snprintf(worker.bgw_type, BGW_MAXLEN, "jobflow launcher");
 	RegisterBackgroundWorker(&worker);
-}
-
-/*
- * The slots of a database's workers, by part, in one pass (NULL where a
- * part has none); returns how many were found.
- */
-int
-jf_db_slots(Oid dboid, JobflowShared **by_part)
-{
-	int			i;
-	int			n = 0;
-
-	for (i = 0; i < jobflow_workers_per_database; i++)
-		by_part[i] = NULL;
-	if (jf_ls == NULL || !OidIsValid(dboid))
-		return 0;
-	for (i = 0; i < jf_launcher_nslots() && n < jobflow_workers_per_database; i++)
-	{
-		JobflowShared *s = &jf_ls->slots[i];
-		int			part = s->part;
-
-		if (s->dboid == dboid && part >= 0 && part < jobflow_workers_per_database &&
-			by_part[part] == NULL)
-		{
-			by_part[part] = s;
-			n++;
-		}
-	}
-	return n;
-}
-
-/*
- * The slot serving a database (its first worker's: the figures), or NULL.
- * Read without the lock: callers take the slot's own mutex for what must
- * be exact.
- */
-JobflowShared *
-jf_db_slot(Oid dboid)
-{
-	int			i;
-
-	if (jf_ls == NULL || !OidIsValid(dboid))
-		return NULL;
-	for (i = 0; i < jf_launcher_nslots(); i++)
-		if (jf_ls->slots[i].dboid == dboid && jf_ls->slots[i].part == 0)
-			return &jf_ls->slots[i];
-	return NULL;
-}
-
-/* Set the latch of a slot's worker, if one is attached for dboid. */
-void
-jf_slot_wake(JobflowShared *s, Oid dboid)
-{
-	Latch	   *latch;
-
-	SpinLockAcquire(&s->mutex);
-	latch = s->dboid == dboid ? s->worker_latch : NULL;
-	SpinLockRelease(&s->mutex);
-	if (latch != NULL)
-		SetLatch(latch);
-}
-
-/*
- * Wake every worker of a database; with recheck, to look at its extension
- * first (DROP EXTENSION committed).  Nothing here can fail.
- */
-void
-jf_db_wake(Oid dboid, bool recheck)
-{
-	JobflowShared *slots[JF_MAX_WORKERS_PER_DB];
-	int			part;
-
-	(void) jf_db_slots(dboid, slots);
-	for (part = 0; part < jobflow_workers_per_database; part++)
-	{
-		if (slots[part] == NULL)
-			continue;
-		if (recheck)
-			pg_atomic_write_u32(&slots[part]->recheck, 1);
-		jf_slot_wake(slots[part], dboid);
-	}
-}
-
-/* jf_ls->mutex held */
-bool
-jf_launcher_is_held(Oid dboid)
-{
-	int			i;
-
-	for (i = 0; i < MAX_HOLDS; i++)
-		if (jf_ls->holds[i].pid != 0 && jf_ls->holds[i].dboid == dboid)
-			return true;
-	return false;
-}
-
-/* jf_ls->mutex held: the index of a database's first slot, or -1 */
-int
-jf_launcher_slot_index(Oid dboid)
-{
-	int			i;
-
-	for (i = 0; i < jf_launcher_nslots(); i++)
-		if (jf_ls->slots[i].dboid == dboid && jf_ls->slots[i].part == 0)
-			return i;
-	return -1;
-}
-
-/*
- * Hand the launcher a request and wake it.  Cannot fail (it runs at
- * commit): a full queue makes the launcher probe every database.
- */
-void
-jf_launcher_post(Oid dboid, RequestKind kind)
-{
-	Latch	   *latch;
-
-	if (jf_ls == NULL || !OidIsValid(dboid))
-		return;
-	SpinLockAcquire(&jf_ls->mutex);
-	if (jf_ls->nrequests < MAX_REQUESTS)
-	{
-		jf_ls->requests[jf_ls->nrequests].dboid = dboid;
-		jf_ls->requests[jf_ls->nrequests].kind = kind;
-		jf_ls->nrequests++;
-	}
-	else
-		jf_ls->overflowed = true;
-	latch = jf_ls->launcher_latch;
-	SpinLockRelease(&jf_ls->mutex);
-	if (latch != NULL)
-		SetLatch(latch);
-}
-
-/* ----------------------------------------------------------------------
- * The worker's side
- * ---------------------------------------------------------------------- */
-
-/*
- * Before connecting: take the slot the launcher registered this worker
- * for, or exit for good (code 0) if it is no longer wanted: the slot went
- * to another database, its database is held, or another worker has it (a
- * registration that survived a crash restart).  Publishing the pid under
- * the lock that holds are taken under makes a hold see this worker, or
- * this worker see the hold.
- */
-JobflowShared *
-jf_worker_attach(Datum main_arg, Oid *dboid)
-{
-	int			i = DatumGetInt32(main_arg);
-	JobflowShared *s;
-	bool		ours;
-
-	memcpy(&my_extra, MyBgworkerEntry->bgw_extra, sizeof(my_extra));
-	if (i < 0 || i >= jf_launcher_nslots())
-		proc_exit(0);
-	s = &jf_ls->slots[i];
-	SpinLockAcquire(&jf_ls->mutex);
-	ours = s->dboid == my_extra.dboid && s->incarnation == my_extra.incarnation;
-	SpinLockAcquire(&s->mutex);
-	if (ours && s->worker_pid == 0 && !jf_launcher_is_held(my_extra.dboid))
-	{
-		s->worker_pid = MyProcPid;
-		s->worker_latch = MyLatch;
-		SpinLockRelease(&s->mutex);
-		SpinLockRelease(&jf_ls->mutex);
-		my_slot = i;
-		*dboid = my_extra.dboid;
-		return s;
-	}
-	if (ours && s->worker_pid == 0)
-		s->registered = false;	/* held: the hold's end registers anew */
-	SpinLockRelease(&s->mutex);
-	SpinLockRelease(&jf_ls->mutex);
-	proc_exit(0);
-	return NULL;				/* keep compiler quiet */
-}
-
-/* jf_ls->mutex held: whether the slot is still the one this worker took */
-static bool
-still_ours(JobflowShared *s)
-{
-	return s->dboid == my_extra.dboid && s->incarnation == my_extra.incarnation;
-}
-
-/* At exit (before_shmem_exit): unpublish the pid, if the slot has it. */
-void
-jf_worker_detach(void)
-{
-	JobflowShared *s;
-	bool		was = false;
-
-	if (my_slot < 0)
-		return;
-	s = &jf_ls->slots[my_slot];
-	SpinLockAcquire(&jf_ls->mutex);
-	SpinLockAcquire(&s->mutex);
-	if (s->worker_pid == MyProcPid)
-	{
-		s->worker_pid = 0;
-		s->worker_latch = NULL;
-		was = true;
-	}
-	SpinLockRelease(&s->mutex);
-	SpinLockRelease(&jf_ls->mutex);
-	if (!was)
-		return;
-	pg_atomic_write_u64(&s->horizon_end_ms, 0);
-	pg_atomic_write_u64(&s->notify_before_ms, 0);
-	pg_atomic_write_u64(&s->wheel_tasks, 0);
-	pg_atomic_write_u64(&s->wheel_bytes, 0);
-	pg_atomic_write_u64(&s->in_flight, 0);
-	pg_atomic_write_u64(&s->queued, 0);
-	pg_atomic_write_u64(&s->buffered_rows, 0);
-}
-
-/*
- * Before each look for the extension: CREATE EXTENSION committing after
- * this sets the flag again (its request is posted after its commit is
- * visible), so jf_worker_release() cannot miss it.
- */
-void
-jf_worker_clear_requested(void)
-{
-	JobflowShared *s = &jf_ls->slots[my_slot];
-
-	SpinLockAcquire(&jf_ls->mutex);
-	if (still_ours(s))
-		s->requested = false;
-	SpinLockRelease(&jf_ls->mutex);
-}
-
-/*
- * The extension is absent: free the slot, unless CREATE EXTENSION asked
- * for this database since the look (false: look again).  True: the caller
- * exits with code 0.
- */
-bool
-jf_worker_release(void)
-{
-	JobflowShared *s = &jf_ls->slots[my_slot];
-	Latch	   *latch;
-
-	SpinLockAcquire(&jf_ls->mutex);
-	if (still_ours(s))
-	{
-		if (s->requested)
-		{
-			SpinLockRelease(&jf_ls->mutex);
-			return false;
-		}
-		s->dboid = InvalidOid;
-		s->registered = false;
-		jf_ls->freed++;
-	}
-	SpinLockAcquire(&s->mutex);
-	if (s->worker_pid == MyProcPid)
-	{
-		s->worker_pid = 0;
-		s->worker_latch = NULL;
-	}
-	SpinLockRelease(&s->mutex);
-	latch = jf_ls->launcher_latch;
-	SpinLockRelease(&jf_ls->mutex);
-	if (latch != NULL)
-		SetLatch(latch);
-	return true;
-}
-
-/*
- * How a stopping worker exits: 1 (the postmaster starts it again) unless
- * its database is held or its slot went elsewhere, then 0 (for good; the
- * hold's end has the launcher register a worker again).
- */
-int
-jf_worker_exit_code(void)
-{
-	JobflowShared *s;
-	int			code = 1;
-
-	if (my_slot < 0)
-		return 0;
-	s = &jf_ls->slots[my_slot];
-	SpinLockAcquire(&jf_ls->mutex);
-	if (!still_ours(s))
-		code = 0;
-	else if (jf_launcher_is_held(my_extra.dboid))
-	{
-		s->registered = false;
-		code = 0;
-	}
-	SpinLockRelease(&jf_ls->mutex);
-	return code;
-}
-
-/* DROP EXTENSION committed in this database: look at the extension now. */
-bool
-jf_worker_recheck_pending(void)
-{
-	return my_slot >= 0 &&
-		pg_atomic_exchange_u32(&jf_ls->slots[my_slot].recheck, 0) != 0;
 }
 
 /* ----------------------------------------------------------------------
@@ -468,7 +125,7 @@ typedef struct DbInfo
 	bool		servable;		/* connectable, not a template, valid */
 } DbInfo;
 
-static Request pending[MAX_PENDING];
+static JfLaunchRequest pending[MAX_PENDING];
 static int	npending = 0;
 static bool probe_all = true;
 static Oid	unserved[MAX_PENDING];	/* over the cap, warned about */
@@ -525,7 +182,7 @@ find_db(DbInfo *dbs, int n, Oid oid)
 }
 
 static void
-add_pending(Oid dboid, RequestKind kind)
+add_pending(Oid dboid, JfLaunchKind kind)
 {
 	int			i;
 
@@ -555,7 +212,7 @@ free_slot(Oid dboid)
 	int			i;
 
 	SpinLockAcquire(&jf_ls->mutex);
-	for (i = 0; i < jf_launcher_nslots(); i++)
+	for (i = 0; i < jf_slots_count(); i++)
 	{
 		if (jf_ls->slots[i].dboid == dboid)
 		{
@@ -569,7 +226,7 @@ free_slot(Oid dboid)
 
 /* Register the worker of slot i; false (logged once) when no room. */
 static bool
-start_worker(int i, WorkerExtra extra, const char *dbname)
+start_worker(int i, JfWorkerExtra extra, const char *dbname)
 {
 	static bool warned = false;
 	BackgroundWorker worker;
@@ -637,11 +294,11 @@ start_probe(DbInfo *db)
  * a probe yet).
  */
 static bool
-handle(Request *r, DbInfo *dbs, int ndbs)
+handle(JfLaunchRequest *r, DbInfo *dbs, int ndbs)
 {
 	DbInfo	   *db = find_db(dbs, ndbs, r->dboid);
-	JobflowShared *s;
-	WorkerExtra extra[JF_MAX_WORKERS_PER_DB];
+	JfSlot	   *s;
+	JfWorkerExtra extra[JF_MAX_WORKERS_PER_DB];
 	int			chosen[JF_MAX_WORKERS_PER_DB];
 	int			nstart = 0;
 	int			i;
@@ -672,12 +329,12 @@ handle(Request *r, DbInfo *dbs, int ndbs)
 		int			nmissing = 0;
 		int			nfree = 0;
 
-		for (i = 0; i < jf_launcher_nslots(); i++)
+		for (i = 0; i < jf_slots_count(); i++)
 			if (jf_ls->slots[i].dboid == r->dboid)
 				have[jf_ls->slots[i].part] = true;
 		for (p = 0; p < jobflow_workers_per_database; p++)
 			nmissing += have[p] ? 0 : 1;
-		for (i = 0; i < jf_launcher_nslots() && nfree < nmissing; i++)
+		for (i = 0; i < jf_slots_count() && nfree < nmissing; i++)
 		{
 			s = &jf_ls->slots[i];
 			if (!OidIsValid(s->dboid) && !s->registered && s->worker_pid == 0)
@@ -714,7 +371,7 @@ handle(Request *r, DbInfo *dbs, int ndbs)
 			 * it attached wiped what a faster one had added.  Rare, and
 			 * only stores: done under the lock.
 			 */
-			jobflow_reset_slot(s);
+			jf_slot_reset(s);
 			/* readers find slots by (dboid, part) without the lock */
 			s->part = p;
 			pg_write_barrier();
@@ -726,7 +383,7 @@ handle(Request *r, DbInfo *dbs, int ndbs)
 		}
 	}
 	/* register each of its workers that is not */
-	for (i = 0; i < jf_launcher_nslots(); i++)
+	for (i = 0; i < jf_slots_count(); i++)
 	{
 		s = &jf_ls->slots[i];
 		if (s->dboid != r->dboid)
@@ -771,9 +428,9 @@ free_vanished(DbInfo *dbs, int ndbs)
 	int			i;
 	int			j;
 
-	for (i = 0; i < jf_launcher_nslots(); i++)
+	for (i = 0; i < jf_slots_count(); i++)
 	{
-		JobflowShared *s = &jf_ls->slots[i];
+		JfSlot	   *s = &jf_ls->slots[i];
 		Oid			dboid = s->dboid;
 		DbInfo	   *db;
 		pid_t		pid;
@@ -783,9 +440,9 @@ free_vanished(DbInfo *dbs, int ndbs)
 		db = find_db(dbs, ndbs, dboid);
 		/* not servable: once none of its workers runs (each holds a slot) */
 		pid = 0;
-		for (j = 0; j < jf_launcher_nslots() && db != NULL && pid == 0; j++)
+		for (j = 0; j < jf_slots_count() && db != NULL && pid == 0; j++)
 		{
-			JobflowShared *o = &jf_ls->slots[j];
+			JfSlot	   *o = &jf_ls->slots[j];
 
 			SpinLockAcquire(&o->mutex);
 			if (o->dboid == dboid)
@@ -801,7 +458,7 @@ free_vanished(DbInfo *dbs, int ndbs)
 static void
 launcher_turn(void)
 {
-	Request		taken[MAX_REQUESTS];
+	JfLaunchRequest taken[MAX_REQUESTS];
 	int			ntaken;
 	int			i;
 	int			n;
@@ -811,7 +468,7 @@ launcher_turn(void)
 
 	SpinLockAcquire(&jf_ls->mutex);
 	ntaken = jf_ls->nrequests;
-	memcpy(taken, jf_ls->requests, sizeof(Request) * ntaken);
+	memcpy(taken, jf_ls->requests, sizeof(JfLaunchRequest) * ntaken);
 	jf_ls->nrequests = 0;
 	if (jf_ls->overflowed)
 		probe_all = true;
@@ -891,7 +548,7 @@ jobflow_launcher_main(Datum main_arg)
 		ereport(WARNING,
 				(errmsg("jobflow.database_name is deprecated and ignored"),
 				 errdetail("Every database with extension jobflow is served, up to jobflow.max_databases.")));
-	if (max_worker_processes < jf_launcher_nslots() + 2)
+	if (max_worker_processes < jf_slots_count() + 2)
 		ereport(WARNING,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_worker_processes (%d) is less than jobflow.max_databases (%d) times jobflow.workers_per_database (%d) plus 2",

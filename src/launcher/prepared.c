@@ -4,7 +4,7 @@
  *	  Wake-ups of prepared transactions (two-phase commit).
  *
  * A transaction that schedules tasks wakes the worker at its commit
- * (task_check.c), so a task due soon fires on time.  A prepared
+ * (api/commit_wake.c), so a task due soon fires on time.  A prepared
  * transaction has no such commit in its own backend: COMMIT PREPARED may
  * come from any session, much later, and its tasks became visible then
  * with nobody to tell the worker, which found them at its next rolling
@@ -34,7 +34,7 @@
  *-------------------------------------------------------------------------
  */
 #include "launcher/prepared.h"
-#include "launcher/launcher.h"
+#include "launcher/wake.h"
 
 #include "access/xact.h"
 #include "executor/spi.h"
@@ -86,7 +86,7 @@ jf_prepared_utility_before(Node *parsetree)
  * free (counted as lost).  Under the slot's wake_mutex.
  */
 static JfPreparedWake *
-entry_for(JobflowShared *s, const char *gid, bool *made)
+entry_for(JfSlot *s, const char *gid, bool *made)
 {
 	int			i;
 
@@ -127,7 +127,7 @@ static void
 keep(int64 lo, int64 hi, const int64 *timers, int nt, bool all_timers,
 	 const JfQueueKey *queues, int nq, bool all_queues)
 {
-	JobflowShared *s = jf_db_slot(MyDatabaseId);
+	JfSlot	   *s = jf_db_slot(MyDatabaseId);
 	JfPreparedWake *entry;
 	bool		made;
 	int			i;
@@ -163,8 +163,8 @@ keep(int64 lo, int64 hi, const int64 *timers, int nt, bool all_timers,
 }
 
 /*
- * Called by each module that has something to keep (task_check.c for
- * tasks, changes.c for timers and queues), in the prepare callbacks of one
+ * Called by each module that has something to keep (api/commit_wake.c
+ * for tasks, api/changes.c for timers and queues), in the prepare callbacks of one
  * PREPARE TRANSACTION: the second call adds to the entry the first made.
  */
 void
@@ -195,7 +195,7 @@ jf_prepared_utility_after(Node *parsetree)
 {
 	const char *gid = gid_of(parsetree, TRANS_STMT_COMMIT_PREPARED);
 	bool		commit = gid != NULL;
-	JobflowShared *s;
+	JfSlot	   *s;
 	JfPreparedWake found;
 	bool		have = false;
 	bool		lost = false;
@@ -227,7 +227,7 @@ jf_prepared_utility_after(Node *parsetree)
 	if (commit && have)
 	{
 		if (found.lo <= found.hi)
-			jobflow_publish_wake(&found.lo, &found.hi, 1, false, false);
+			jf_publish_wake(&found.lo, &found.hi, 1, false, false);
 		if (found.cron || found.queues || found.ntimers > 0 || found.nqueues > 0)
 			jf_publish_changes(found.timer_ids, found.ntimers, found.cron,
 							   found.queue_keys, found.nqueues, found.queues);
@@ -247,7 +247,7 @@ jf_prepared_utility_after(Node *parsetree)
 void
 jf_prepared_adopt(void)
 {
-	JobflowShared *s = jf_db_slot(MyDatabaseId);
+	JfSlot	   *s = jf_db_slot(MyDatabaseId);
 	char	  **gids;
 	int			n;
 	int			i;

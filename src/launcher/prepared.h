@@ -9,22 +9,25 @@
 #ifndef JOBFLOW_PREPARED_H
 #define JOBFLOW_PREPARED_H
 
-#include "jobflow.h"
+#include "postgres.h"
+
+#include "base/settings.h"
+#include "launcher/slots.h"
 
 #include "nodes/nodes.h"
 
-/* ProcessUtility, before and after the statement runs (guard.c calls). */
+/* ProcessUtility, before and after the statement runs (jobflow.c calls). */
 extern void jf_prepared_utility_before(Node *parsetree);
 extern void jf_prepared_utility_after(Node *parsetree);
 
 /*
- * At XACT_EVENT_PREPARE (task_check.c): the ids this transaction wrote
+ * At XACT_EVENT_PREPARE (api/commit_wake.c): the ids this transaction wrote
  * (lo > hi: none) and whether it wrote timers or queues.  Never errors.
  */
 extern void jf_prepared_keep(int64 lo, int64 hi, bool cron, bool queues);
 
 /*
- * At XACT_EVENT_PREPARE (changes.c): the timers and queues it changed
+ * At XACT_EVENT_PREPARE (api/changes.c): the timers and queues it changed
  * (all_*: too many to name).  Never errors.
  */
 extern void jf_prepared_keep_changes(const int64 *timers, int nt, bool all_timers,

@@ -7,7 +7,7 @@
  * Due tasks leave the wheel into their (owner, origin) queue of the fair
  * share (fair.c), which decides what may be claimed now: never more than an
  * origin can take soon, nor more than an owner's share, so a slow host, a
- * tenant or a backlog holds up nobody else's tasks (see the README).  What
+ * tenant or a backlog holds up nobody else's tasks (see docs/operations.md).  What
  * it picks is claimed in batches by one UPDATE that only takes tasks still
  * pending and due, so a cancelled or rescheduled task never fires; claiming
  * marks them running and counts the attempt.  Requests then go to the
@@ -27,7 +27,10 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "worker/worker.h"
+#include "worker/state.h"
+#include "worker/feed.h"
+#include "worker/dispatch.h"
+#include "worker/log_writer.h"
 
 #include "base/fault.h"
 #include "worker/guard.h"
@@ -42,6 +45,20 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
+
+
+/* What the worker remembers of a request in flight (the result's user). */
+typedef struct InFlight
+{
+	int64		id;
+	int32		attempt;
+	int32		max_attempts;
+	Oid			owner;
+	uint32		queue;			/* its (owner, queue, origin) lane in the fair
+								 * share */
+	TimestampTz scheduled_at;
+	uint32		generation;		/* jf_guard_generation() when claimed */
+} InFlight;
 
 /* what the worker keeps per request in flight: the result's user pointer */
 typedef struct InFlightEntry
@@ -114,7 +131,7 @@ fair_config(void)
 }
 
 void
-jf_dispatch_init(WorkerState *ws)
+jf_dispatch_init(JfWorkerState *ws)
 {
 	char		errbuf[256];
 	JfHttpConfig cfg = http_config();
@@ -142,7 +159,7 @@ jf_dispatch_init(WorkerState *ws)
 
 /* Settings changed on SIGHUP: new caps apply at once. */
 void
-jf_dispatch_reconfigure(WorkerState *ws)
+jf_dispatch_reconfigure(JfWorkerState *ws)
 {
 	JfHttpConfig cfg = http_config();
 	JfFairConfig fcfg = fair_config();
@@ -219,7 +236,7 @@ build_headers(Jsonb *headers, const char *content_type, Jsonb *secrets, int *n,
  * request is only handed to libcurl once the claim has committed.
  */
 static void
-build_request(WorkerState *ws, HeapTuple tup, TupleDesc desc, uint32 queue,
+build_request(JfWorkerState *ws, HeapTuple tup, TupleDesc desc, uint32 queue,
 			  JfHttpRequest *req)
 {
 	bool		isnull;
@@ -352,7 +369,7 @@ mask_secrets(const InFlightEntry *e, char *buf, size_t len, bool cut)
  * would wait for the next deadline (seconds, in a burst to one host).
  */
 static void
-release_place(WorkerState *ws, uint32 queue)
+release_place(JfWorkerState *ws, uint32 queue)
 {
 	jf_fair_release(ws->fair, queue);
 	ws->dispatch->places_freed = true;
@@ -364,9 +381,9 @@ release_place(WorkerState *ws, uint32 queue)
  * before, and logs nothing), as for a request still queued at shutdown.
  */
 static void
-unsend(WorkerState *ws, InFlightEntry *e)
+unsend(JfWorkerState *ws, InFlightEntry *e)
 {
-	OutcomeRow	row;
+	JfOutcomeRow	row;
 
 	release_place(ws, e->task.queue);
 	memset(&row, 0, sizeof(row));
@@ -386,7 +403,7 @@ unsend(WorkerState *ws, InFlightEntry *e)
  * memory) is handed back unsent.
  */
 static void
-submit_requests(WorkerState *ws, JfHttpRequest *reqs, int n)
+submit_requests(JfWorkerState *ws, JfHttpRequest *reqs, int n)
 {
 	int			i;
 
@@ -420,7 +437,7 @@ compare_pick(const void *a, const void *b)
  * transaction: jf_feed_recheck sorts them out.
  */
 static void
-handle_unclaimed(WorkerState *ws, JfFairPick *picks, int n, bool *claimed,
+handle_unclaimed(JfWorkerState *ws, JfFairPick *picks, int n, bool *claimed,
 				 int64 now_ms)
 {
 	Datum	   *missed = palloc(sizeof(Datum) * Max(n, 1));
@@ -489,7 +506,7 @@ unclaim_moved(Datum *moved, int nmoved)
  * transaction's memory can go when it commits.
  */
 static int
-claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
+claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 {
 	TimestampTz claim_start;
 	Datum		values[2];
@@ -634,7 +651,7 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	/* only now: a claim that failed to commit must send nothing */
 	submit_requests(ws, reqs, nclaimed);
 	ws->dispatch->ncommitted = 0;
-	pg_atomic_fetch_add_u64(&jobflow_figures->fired, nclaimed);
+	pg_atomic_fetch_add_u64(&jf_figures->fired, nclaimed);
 	MemoryContextReset(ws->dispatch->claim_cxt);
 	return nclaimed;
 }
@@ -644,7 +661,7 @@ claim_and_submit(WorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
  * due than one turn moves.
  */
 static bool
-park_due(WorkerState *ws, int64 now_ms, JfWheelExpired *expired, int batch)
+park_due(JfWorkerState *ws, int64 now_ms, JfWheelExpired *expired, int batch)
 {
 	size_t		parked = 0;
 
@@ -671,7 +688,7 @@ park_due(WorkerState *ws, int64 now_ms, JfWheelExpired *expired, int batch)
  * the whole backlog.  Returns true when the loop should not sleep.
  */
 bool
-jf_dispatch_due(WorkerState *ws, int64 now_ms)
+jf_dispatch_due(JfWorkerState *ws, int64 now_ms)
 {
 	static JfWheelExpired *expired = NULL;
 	static JfFairPick *picks = NULL;
@@ -717,7 +734,7 @@ jf_dispatch_due(WorkerState *ws, int64 now_ms)
  * tasks parked for a full origin never make the loop spin.
  */
 bool
-jf_dispatch_room_freed(WorkerState *ws)
+jf_dispatch_room_freed(JfWorkerState *ws)
 {
 	return ws->dispatch->places_freed && jf_fair_parked(ws->fair) > 0;
 }
@@ -728,7 +745,7 @@ jf_dispatch_room_freed(WorkerState *ws)
  * check for stray running tasks must leave alone.
  */
 static int
-in_flight_ids(WorkerState *ws, int64 **ids)
+in_flight_ids(JfWorkerState *ws, int64 **ids)
 {
 	dlist_iter	it;
 	int			n = 0;
@@ -753,7 +770,7 @@ in_flight_ids(WorkerState *ws, int64 **ids)
  * updates it, and its dead entries slow the outcome writes of a burst down.
  */
 void
-jf_dispatch_rescue_strays(WorkerState *ws)
+jf_dispatch_rescue_strays(JfWorkerState *ws)
 {
 	int64	   *held;
 	int			nheld = in_flight_ids(ws, &held);
@@ -800,7 +817,7 @@ jf_dispatch_rescue_strays(WorkerState *ws)
  * clock); INT64_MAX when no parked task waits for one.
  */
 int64
-jf_dispatch_deadline(WorkerState *ws)
+jf_dispatch_deadline(JfWorkerState *ws)
 {
 	int64		at = jf_fair_next_deadline(ws->fair);
 
@@ -815,7 +832,7 @@ jf_dispatch_deadline(WorkerState *ws)
  * the wheel; the full rescan that follows an error finds them.
  */
 void
-jf_dispatch_recover(WorkerState *ws)
+jf_dispatch_recover(JfWorkerState *ws)
 {
 	int			k;
 
@@ -850,7 +867,7 @@ retry_delay_ms(int attempt, int64 retry_after_ms)
 }
 
 /*
- * What the README promises: connection errors (an answerless closed
+ * What docs/receivers.md promises: connection errors (an answerless closed
  * connection and transport failures included), timeouts, 408, 429 and
  * 5xx are retried; a refused address and a redirect not followed (too
  * many, another scheme or origin) are final, as retrying cannot change
@@ -879,10 +896,10 @@ retryable(const JfHttpResult *r)
 
 /* Turn one finished request into an outcome row (and maybe a retry). */
 static void
-record_result(WorkerState *ws, JfHttpResult *r)
+record_result(JfWorkerState *ws, JfHttpResult *r)
 {
 	InFlightEntry *e = (InFlightEntry *) r->user;
-	OutcomeRow	row;
+	JfOutcomeRow	row;
 	char		status_error[64];
 
 	/*
@@ -905,7 +922,7 @@ record_result(WorkerState *ws, JfHttpResult *r)
 	row.started_at = jf_ms_to_ts(r->started_at_ms);
 	row.finished_at = jf_ms_to_ts(r->finished_at_ms);
 	jf_metrics_observe(JF_HIST_LATENESS, row.started_at - row.scheduled_at);
-	jf_metrics_outcome(r);
+	jf_metrics_outcome(jf_http_result_class(r));
 	row.http_status = r->http_status;
 	mask_secrets(e, r->body, r->body_len, r->body_truncated);
 	row.response = r->body;
@@ -925,7 +942,7 @@ record_result(WorkerState *ws, JfHttpResult *r)
 	{
 		row.outcome = OUTCOME_SUCCEEDED;
 		row.state = "succeeded";
-		pg_atomic_fetch_add_u64(&jobflow_figures->succeeded, 1);
+		pg_atomic_fetch_add_u64(&jf_figures->succeeded, 1);
 	}
 	else if (retryable(r) && e->task.attempt < e->task.max_attempts)
 	{
@@ -936,13 +953,13 @@ record_result(WorkerState *ws, JfHttpResult *r)
 		row.next_run_at = jf_ms_to_ts(next_ms);
 		if (next_ms < ws->loaded_until_ms)
 			jf_feed_upsert(ws, e->task.id, next_ms, e->task.queue);
-		pg_atomic_fetch_add_u64(&jobflow_figures->retried, 1);
+		pg_atomic_fetch_add_u64(&jf_figures->retried, 1);
 	}
 	else
 	{
 		row.outcome = OUTCOME_FAILED;
 		row.state = "failed";
-		pg_atomic_fetch_add_u64(&jobflow_figures->failed, 1);
+		pg_atomic_fetch_add_u64(&jf_figures->failed, 1);
 	}
 	jf_log_writer_add(ws->log, &row);
 	free_entry(e);
@@ -950,7 +967,7 @@ record_result(WorkerState *ws, JfHttpResult *r)
 
 /* Drive libcurl and record every finished request. */
 void
-jf_dispatch_collect(WorkerState *ws)
+jf_dispatch_collect(JfWorkerState *ws)
 {
 	JfHttpResult r;
 
@@ -978,7 +995,7 @@ mark_unsent(void *user, void *arg)
  * that kills every worker that sends it) fails.
  */
 void
-jf_dispatch_abandon(WorkerState *ws)
+jf_dispatch_abandon(JfWorkerState *ws)
 {
 	dlist_mutable_iter it;
 	TimestampTz now = GetCurrentTimestamp();
@@ -987,7 +1004,7 @@ jf_dispatch_abandon(WorkerState *ws)
 	dlist_foreach_modify(it, &ws->dispatch->in_flight)
 	{
 		InFlightEntry *e = dlist_container(InFlightEntry, node, it.cur);
-		OutcomeRow	row;
+		JfOutcomeRow	row;
 
 		if (e->task.generation != jf_guard_generation())
 		{

@@ -17,7 +17,7 @@
  *	  lost notification or a queue overflow missed.
  *
  * Committing transactions hand the id ranges of their tasks to the worker
- * through shared memory and set its latch (jobflow_publish_wake); NOTIFY
+ * through shared memory and set its latch (jf_publish_wake); NOTIFY
  * jobflow (sent by CREATE EXTENSION, or by anyone) only wakes it.
  * Background workers cannot use LISTEN's normal delivery, so the worker
  * calls Async_Listen itself and, between transactions, drains the queue
@@ -32,7 +32,10 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "worker/worker.h"
+#include "worker/state.h"
+#include "worker/feed.h"
+#include "worker/log_writer.h"
+#include "worker/cron.h"
 
 #include "base/fault.h"
 #include "worker/guard.h"
@@ -89,7 +92,7 @@ typedef struct TaskMapEntry
 /* what a load query returns */
 #define LOAD_COLUMNS "t.id, t.run_at, t.owner, t.url, t.queue, t.cron_id IS NOT NULL"
 
-static void load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
+static void load_rows(JfWorkerState *ws, const char *sql, int nargs, Oid *types,
 					  Datum *values);
 
 static void
@@ -138,7 +141,7 @@ static const PQcommMethods capture_methods = {
 };
 
 void
-jf_feed_init(WorkerState *ws)
+jf_feed_init(JfWorkerState *ws)
 {
 	ws->wheel = jf_wheel_create(jf_now_ms(), JF_WHEEL_HORIZON_MS, 0);
 	if (ws->wheel == NULL)
@@ -157,7 +160,7 @@ jf_feed_init(WorkerState *ws)
  * and the ids of the new ones start at 1 again.
  */
 void
-jf_feed_forget_all(WorkerState *ws)
+jf_feed_forget_all(JfWorkerState *ws)
 {
 	jf_wheel_destroy(ws->wheel);
 	ws->wheel = jf_wheel_create(jf_now_ms(), JF_WHEEL_HORIZON_MS, 0);
@@ -185,7 +188,7 @@ jf_feed_listen(void)
  * beyond the wheel's reach stays in the table for a later horizon scan.
  */
 void
-jf_feed_upsert(WorkerState *ws, int64 id, int64 due_ms, uint32 queue)
+jf_feed_upsert(JfWorkerState *ws, int64 id, int64 due_ms, uint32 queue)
 {
 	bool		found;
 	TaskMapEntry *e = taskmap_insert(ws->map, id, &found);
@@ -221,7 +224,7 @@ jf_feed_upsert(WorkerState *ws, int64 id, int64 due_ms, uint32 queue)
 static bool
 parked_here(uint64 id, uint32 queue, void *arg)
 {
-	WorkerState *ws = (WorkerState *) arg;
+	JfWorkerState *ws = (JfWorkerState *) arg;
 	TaskMapEntry *e = taskmap_lookup(ws->map, (int64) id);
 
 	return e != NULL && e->parked && e->queue == queue;
@@ -235,7 +238,7 @@ parked_here(uint64 id, uint32 queue, void *arg)
  * keep them all).
  */
 bool
-jf_feed_park(WorkerState *ws, int64 id, int64 due_ms)
+jf_feed_park(JfWorkerState *ws, int64 id, int64 due_ms)
 {
 	TaskMapEntry *e = taskmap_lookup(ws->map, id);
 
@@ -262,7 +265,7 @@ jf_feed_park(WorkerState *ws, int64 id, int64 due_ms)
 bool
 jf_feed_take(uint64 id, uint32 queue, void *arg)
 {
-	WorkerState *ws = (WorkerState *) arg;
+	JfWorkerState *ws = (JfWorkerState *) arg;
 	TaskMapEntry *e = taskmap_lookup(ws->map, (int64) id);
 
 	if (e == NULL || !e->parked || e->queue != queue)
@@ -278,7 +281,7 @@ jf_feed_take(uint64 id, uint32 queue, void *arg)
  * LOAD_COLUMNS).
  */
 static uint32
-row_queue(WorkerState *ws, HeapTuple tup, TupleDesc desc)
+row_queue(JfWorkerState *ws, HeapTuple tup, TupleDesc desc)
 {
 	bool		isnull;
 	Oid			owner = DatumGetObjectId(SPI_getbinval(tup, desc, 3, &isnull));
@@ -304,7 +307,7 @@ row_queue(WorkerState *ws, HeapTuple tup, TupleDesc desc)
  * in that queue's lane, behind its pause, until someone resumed it.
  */
 static void
-load_tuple(WorkerState *ws, HeapTuple tup, TupleDesc desc, int64 now_ms)
+load_tuple(JfWorkerState *ws, HeapTuple tup, TupleDesc desc, int64 now_ms)
 {
 	bool		isnull;
 	int64		id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
@@ -332,7 +335,7 @@ load_tuple(WorkerState *ws, HeapTuple tup, TupleDesc desc, int64 now_ms)
  * claim's transaction.
  */
 void
-jf_feed_recheck(WorkerState *ws, Datum ids, int64 now_ms)
+jf_feed_recheck(JfWorkerState *ws, Datum ids, int64 now_ms)
 {
 	Oid			types[1] = {INT8ARRAYOID};
 	Datum		values[1] = {ids};
@@ -360,7 +363,7 @@ jf_feed_recheck(WorkerState *ws, Datum ids, int64 now_ms)
 }
 
 uint64
-jf_feed_map_memory(WorkerState *ws)
+jf_feed_map_memory(JfWorkerState *ws)
 {
 	return (uint64) ws->map->size * sizeof(TaskMapEntry);
 }
@@ -370,7 +373,7 @@ jf_feed_map_memory(WorkerState *ws)
  * the wheel (load_tuple).
  */
 static void
-load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
+load_rows(JfWorkerState *ws, const char *sql, int nargs, Oid *types,
 		  Datum *values)
 {
 	Portal		portal;
@@ -414,7 +417,7 @@ load_rows(WorkerState *ws, const char *sql, int nargs, Oid *types,
  * no request and rescues them once the lock is gone.
  */
 void
-jf_feed_rescue_running(WorkerState *ws, int64 *ids, int n, const char *why)
+jf_feed_rescue_running(JfWorkerState *ws, int64 *ids, int n, const char *why)
 {
 	Oid			types[4] = {INT8ARRAYOID, TEXTOID, INT4OID, INT4OID};
 	Datum		values[4];
@@ -445,7 +448,7 @@ jf_feed_rescue_running(WorkerState *ws, int64 *ids, int n, const char *why)
 	}
 	/* with several workers, only its own ids: the others' are theirs */
 	values[2] = Int32GetDatum(jobflow_workers_per_database);
-	values[3] = Int32GetDatum(jobflow_worker_part);
+	values[3] = Int32GetDatum(jf_worker_part);
 	ret = SPI_execute_with_args(
 		"WITH a AS MATERIALIZED ("
 		"  SELECT t.id FROM jobflow.tasks t"
@@ -500,7 +503,7 @@ jf_feed_rescue_running(WorkerState *ws, int64 *ids, int n, const char *why)
  * the caller's transaction.
  */
 static void
-materialize_cron(WorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
+materialize_cron(JfWorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
 {
 	Oid			types[2] = {TIMESTAMPTZOID, BOOLOID};
 	Oid			id_types[1] = {INT8ARRAYOID};
@@ -511,11 +514,11 @@ materialize_cron(WorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
 	uint64		i;
 	int			ret;
 
-	/* never while a restore may still load these ids (guard.c) */
+	/* never while a restore may still load these ids (launcher/restore.c) */
 	if (!jf_guard_may_materialise(&ws->sequences_behind))
 		return;
 	/* the first of the database's workers runs the timers for all */
-	if (jobflow_worker_part != 0)
+	if (jf_worker_part != 0)
 		return;
 	values[0] = TimestampTzGetDatum(jf_ms_to_ts(Min(until_ms, now_ms + lookahead)));
 	values[1] = BoolGetDatum(catch_up);
@@ -551,7 +554,7 @@ materialize_cron(WorkerState *ws, int64 now_ms, int64 until_ms, bool catch_up)
  * happens: an error must not leave the next calls restricted.
  */
 static void
-materialize_timers(WorkerState *ws, const int64 *ids, int n)
+materialize_timers(JfWorkerState *ws, const int64 *ids, int n)
 {
 	jf_cron_only(ids, n);
 	PG_TRY();
@@ -630,7 +633,7 @@ merge_ranges(JfIdRanges *r, int first)
  * any transaction after each wake-up.
  */
 void
-jf_feed_process_notifications(WorkerState *ws)
+jf_feed_process_notifications(JfWorkerState *ws)
 {
 	const PQcommMethods *saved_methods = PqCommMethods;
 	CommandDest saved_dest = whereToSendOutput;
@@ -655,7 +658,7 @@ jf_feed_process_notifications(WorkerState *ws)
  * turn, so requests and other tasks go on meanwhile.
  */
 static void
-load_chunk(WorkerState *ws)
+load_chunk(JfWorkerState *ws)
 {
 	Oid			types[5] = {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, INT4OID, INT4OID};
 	Datum		values[5];
@@ -690,7 +693,7 @@ load_chunk(WorkerState *ws)
 	values[1] = PointerGetDatum(construct_array(hi, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	values[2] = TimestampTzGetDatum(jf_ms_to_ts(ws->loaded_until_ms));
 	values[3] = Int32GetDatum(jobflow_workers_per_database);
-	values[4] = Int32GetDatum(jobflow_worker_part);
+	values[4] = Int32GetDatum(jf_worker_part);
 	load_rows(ws,
 			  "SELECT " LOAD_COLUMNS
 			  "  FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::bigint[])) AS r(lo, hi)"
@@ -719,7 +722,7 @@ load_chunk(WorkerState *ws)
  * ranges wait for a later turn.
  */
 bool
-jf_feed_take_wakeups(WorkerState *ws)
+jf_feed_take_wakeups(JfWorkerState *ws)
 {
 	JfIdRanges *a = &ws->announced;
 	int			i;
@@ -729,10 +732,10 @@ jf_feed_take_wakeups(WorkerState *ws)
 	int64	   *timers = palloc(sizeof(int64) * JF_WAKE_TIMERS);
 	int			ntimers = 0;
 
-	SpinLockAcquire(&jobflow_shared->wake_mutex);
-	for (i = 0; i < jobflow_shared->nwake; i++)
+	SpinLockAcquire(&jf_my_slot->wake_mutex);
+	for (i = 0; i < jf_my_slot->nwake; i++)
 	{
-		JfWakeRange *r = &jobflow_shared->wake[i];
+		JfWakeRange *r = &jf_my_slot->wake[i];
 
 		if (r->dboid != MyDatabaseId)
 			continue;
@@ -747,16 +750,16 @@ jf_feed_take_wakeups(WorkerState *ws)
 			a->n++;
 		}
 	}
-	jobflow_shared->nwake = 0;
-	overflowed |= jobflow_shared->wake_overflowed;
-	jobflow_shared->wake_overflowed = false;
-	cron_changed = jobflow_shared->wake_cron;
-	jobflow_shared->wake_cron = false;
-	for (i = 0; i < jobflow_shared->ntimer_wakes; i++)
-		if (jobflow_shared->timer_wakes[i].dboid == MyDatabaseId)
-			timers[ntimers++] = jobflow_shared->timer_wakes[i].id;
-	jobflow_shared->ntimer_wakes = 0;
-	SpinLockRelease(&jobflow_shared->wake_mutex);
+	jf_my_slot->nwake = 0;
+	overflowed |= jf_my_slot->wake_overflowed;
+	jf_my_slot->wake_overflowed = false;
+	cron_changed = jf_my_slot->wake_cron;
+	jf_my_slot->wake_cron = false;
+	for (i = 0; i < jf_my_slot->ntimer_wakes; i++)
+		if (jf_my_slot->timer_wakes[i].dboid == MyDatabaseId)
+			timers[ntimers++] = jf_my_slot->timer_wakes[i].id;
+	jf_my_slot->ntimer_wakes = 0;
+	SpinLockRelease(&jf_my_slot->wake_mutex);
 
 	/* tasks due within the notify window: the rolling rescan covers them */
 	if (overflowed)
@@ -771,7 +774,7 @@ jf_feed_take_wakeups(WorkerState *ws)
 	 * only when more changed than shared memory holds (or a prepared
 	 * transaction, or a schema before 0.3.0, did not say which).
 	 */
-	if ((cron_changed || ntimers > 0) && jobflow_worker_part == 0)
+	if ((cron_changed || ntimers > 0) && jf_worker_part == 0)
 	{
 		jf_xact_begin("jobflow: materialise changed cron timers");
 		if (cron_changed)
@@ -797,7 +800,7 @@ jf_feed_take_wakeups(WorkerState *ws)
  * against them.
  */
 void
-jf_feed_housekeeping(WorkerState *ws, int64 now_ms)
+jf_feed_housekeeping(JfWorkerState *ws, int64 now_ms)
 {
 	int64		new_until = now_ms + (int64) jobflow_horizon_s * 1000;
 	int64		recheck_until = now_ms + 2 * (int64) jobflow_reconcile_ms;
@@ -815,8 +818,8 @@ jf_feed_housekeeping(WorkerState *ws, int64 now_ms)
 	if (ws->fair != NULL)
 		(void) jf_fair_collect(ws->fair, jf_rate_clock_us(), JF_FAIR_COLLECT_LOOK,
 							   JF_FAIR_COLLECT_FREE);
-	pg_atomic_write_u64(&jobflow_shared->horizon_end_ms, (uint64) new_until);
-	pg_atomic_write_u64(&jobflow_shared->notify_before_ms,
+	pg_atomic_write_u64(&jf_my_slot->horizon_end_ms, (uint64) new_until);
+	pg_atomic_write_u64(&jf_my_slot->notify_before_ms,
 						(uint64) Min(new_until, now_ms + 3 * (int64) jobflow_reconcile_ms));
 
 	{
@@ -843,7 +846,7 @@ jf_feed_housekeeping(WorkerState *ws, int64 now_ms)
 		/* everything: at start in due order, the wheel's cheapest case */
 		types[1] = types[2] = INT4OID;
 		values[1] = Int32GetDatum(jobflow_workers_per_database);
-		values[2] = Int32GetDatum(jobflow_worker_part);
+		values[2] = Int32GetDatum(jf_worker_part);
 		load_rows(ws,
 				  "SELECT " LOAD_COLUMNS " FROM jobflow.tasks t"
 				  " WHERE t.state = 'pending' AND t.run_at < $1"
@@ -874,7 +877,7 @@ jf_feed_housekeeping(WorkerState *ws, int64 now_ms)
 			ws->full_rescan_soon = false;
 		}
 		values[4] = Int32GetDatum(jobflow_workers_per_database);
-		values[5] = Int32GetDatum(jobflow_worker_part);
+		values[5] = Int32GetDatum(jf_worker_part);
 		load_rows(ws,
 				  "SELECT " LOAD_COLUMNS " FROM jobflow.tasks t"
 				  " WHERE t.state = 'pending' AND t.run_at < $1"

@@ -1,9 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * guard.h
- *	  Integrity guards around jobflow's tables: DROP EXTENSION, DROP ROLE,
- *	  DROP OWNED, REASSIGN OWNED, restores in progress, and the extension
- *	  incarnation the worker serves (guard.c).
+ *	  The worker's guards: the extension incarnation it serves, what holds
+ *	  it back, and the sweep of what dropped roles left (guard.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -12,22 +11,15 @@
 
 #include "postgres.h"
 
-/* _PG_init: utility hook and shared memory */
-extern void jf_guard_init(void);
-
 /* worker: the extension incarnation it serves */
 extern void jf_guard_serve(void);
 extern void jf_guard_check_incarnation(void);
 extern bool jf_guard_take_lost(void);
 extern uint32 jf_guard_generation(void);
 
-/* worker: restores in progress, and sequences behind their tables */
-extern bool jf_guard_restore_in_progress(void);
+/* worker: sequences behind their tables, restores in progress */
 extern bool jf_guard_may_materialise(bool *sequences_behind);
 extern bool jf_guard_sequences_behind(void);
-
-/* any backend: whether this session restores jobflow's tables */
-extern bool jf_guard_restoring(void);
 
 /* worker: what dropped roles left, looked for at most once an interval */
 extern bool jf_guard_roles_due(int64 now_ms);

@@ -33,7 +33,8 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "worker/worker.h"
+#include "worker/state.h"
+#include "worker/log_writer.h"
 #include "base/fault.h"
 #include "worker/xact.h"
 
@@ -73,7 +74,7 @@ typedef struct HeldIds
 struct JfLogWriter
 {
 	MemoryContext buffer_cxt;	/* the rows and what they point to */
-	OutcomeRow *rows;
+	JfOutcomeRow *rows;
 	int			nrows;
 	int			maxrows;
 	int64		first_buffered_ms;
@@ -135,16 +136,16 @@ sanitize_text(const char *s, size_t len)
 
 /* Copy an outcome into the buffer; it is written by a later flush. */
 void
-jf_log_writer_add(JfLogWriter *lw, const OutcomeRow *row)
+jf_log_writer_add(JfLogWriter *lw, const JfOutcomeRow *row)
 {
 	MemoryContext old = MemoryContextSwitchTo(lw->buffer_cxt);
-	OutcomeRow *r;
+	JfOutcomeRow *r;
 
 	if (lw->nrows == lw->maxrows)
 	{
 		lw->maxrows = Max(64, lw->maxrows * 2);
-		lw->rows = lw->rows ? repalloc(lw->rows, sizeof(OutcomeRow) * lw->maxrows)
-			: palloc(sizeof(OutcomeRow) * lw->maxrows);
+		lw->rows = lw->rows ? repalloc(lw->rows, sizeof(JfOutcomeRow) * lw->maxrows)
+			: palloc(sizeof(JfOutcomeRow) * lw->maxrows);
 	}
 	r = &lw->rows[lw->nrows++];
 	*r = *row;
@@ -153,7 +154,7 @@ jf_log_writer_add(JfLogWriter *lw, const OutcomeRow *row)
 	if (lw->nrows == lw->nheld + 1)
 		lw->first_buffered_ms = jf_now_ms();
 	MemoryContextSwitchTo(old);
-	pg_atomic_write_u64(&jobflow_shared->buffered_rows, lw->nrows);
+	pg_atomic_write_u64(&jf_my_slot->buffered_rows, lw->nrows);
 }
 
 /*
@@ -328,7 +329,7 @@ write_rows(JfLogWriter *lw, int from, int n, HeldIds *held)
 	}
 	for (i = 0; i < n; i++)
 	{
-		OutcomeRow *r = &lw->rows[from + i];
+		JfOutcomeRow *r = &lw->rows[from + i];
 
 		e[0][i] = Int64GetDatum(r->id);
 		e[1][i] = Int32GetDatum(r->attempt);
@@ -451,19 +452,19 @@ jf_log_writer_forget_orphans(JfLogWriter *lw, int n)
  * the current one: an error before the flush has forgotten what it wrote
  * deletes it with its parent.  Sets *n to their number.
  */
-static OutcomeRow *
+static JfOutcomeRow *
 copy_held(JfLogWriter *lw, HeldIds *held, MemoryContext *cxt, int *n)
 {
-	OutcomeRow *copy;
+	JfOutcomeRow *copy;
 	int			i;
 
 	qsort(held->ids, held->n, sizeof(int64), jf_compare_int64);
 	*cxt = AllocSetContextCreate(lw->buffer_cxt, "jobflow log buffer", ALLOCSET_DEFAULT_SIZES);
-	copy = MemoryContextAlloc(*cxt, sizeof(OutcomeRow) * Max(64, held->n));
+	copy = MemoryContextAlloc(*cxt, sizeof(JfOutcomeRow) * Max(64, held->n));
 	*n = 0;
 	for (i = 0; i < lw->nrows; i++)
 	{
-		OutcomeRow *r;
+		JfOutcomeRow *r;
 
 		if (!bsearch(&lw->rows[i].id, held->ids, held->n, sizeof(int64), jf_compare_int64))
 			continue;
@@ -554,7 +555,7 @@ jf_log_writer_flush(JfLogWriter *lw)
 	int			nfailed = 0;
 	HeldIds		held = {NULL, 0, 0};
 	MemoryContext held_cxt = NULL;
-	OutcomeRow *kept = NULL;
+	JfOutcomeRow *kept = NULL;
 	int			nkept = 0;
 
 	if (lw->nrows == 0)
@@ -603,15 +604,15 @@ jf_log_writer_flush(JfLogWriter *lw)
 	lw->nrows = nkept;
 	lw->maxrows = nkept > 0 ? Max(64, nkept) : 0;
 	lw->rows = kept;
-	pg_atomic_write_u64(&jobflow_shared->buffered_rows, lw->nrows);
+	pg_atomic_write_u64(&jf_my_slot->buffered_rows, lw->nrows);
 	jf_fault("after_flush");
 	for (i = 0; i < nfailed; i++)
 		add_orphan(lw, failed[i]);
 
 	report_skipped(lw);
-	pg_atomic_fetch_add_u64(&jobflow_figures->flushes, 1);
-	pg_atomic_fetch_add_u64(&jobflow_figures->flushed_rows, written);
-	pg_atomic_write_u64(&jobflow_figures->last_flush_ms, (uint64) jf_now_ms());
+	pg_atomic_fetch_add_u64(&jf_figures->flushes, 1);
+	pg_atomic_fetch_add_u64(&jf_figures->flushed_rows, written);
+	pg_atomic_write_u64(&jf_figures->last_flush_ms, (uint64) jf_now_ms());
 	if (held_cxt != NULL)
 	{
 		MemoryContextSetParent(held_cxt, TopMemoryContext);
@@ -636,5 +637,5 @@ jf_log_writer_discard(JfLogWriter *lw)
 	lw->rows = NULL;
 	MemoryContextReset(lw->buffer_cxt);
 	lw->norphans = 0;
-	pg_atomic_write_u64(&jobflow_shared->buffered_rows, 0);
+	pg_atomic_write_u64(&jf_my_slot->buffered_rows, 0);
 }

@@ -46,7 +46,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "worker/worker.h"
+#include "worker/state.h"
 
 #include "base/fault.h"
 
@@ -99,11 +99,11 @@ jf_prune_reset_mark(JfPrune *p)
  * the database's prunes for all of them).
  */
 static bool
-prune_enabled(WorkerState *ws)
+prune_enabled(JfWorkerState *ws)
 {
 	bool		positive;
 
-	if (jobflow_worker_part != 0)
+	if (jf_worker_part != 0)
 		return false;
 	if (jobflow_retention_s > 0)
 		return true;
@@ -116,7 +116,7 @@ prune_enabled(WorkerState *ws)
  * remains, else at the next look.  Infinity when retention is off.
  */
 int64
-jf_prune_deadline(WorkerState *ws)
+jf_prune_deadline(JfWorkerState *ws)
 {
 	JfPrune    *p = ws->prune;
 
@@ -257,7 +257,7 @@ prune_from_mark(JfPrune *p, Datum *values, Oid *types, int64 *logs)
  * wakes for due tasks anyway).
  */
 void
-jf_prune_turn(WorkerState *ws)
+jf_prune_turn(JfWorkerState *ws)
 {
 	JfPrune    *p = ws->prune;
 	int64		now_ms = jf_now_ms();
@@ -299,8 +299,8 @@ jf_prune_turn(WorkerState *ws)
 	jf_xact_commit();
 	jf_xact_count_statements(1);
 
-	pg_atomic_fetch_add_u64(&jobflow_figures->pruned_tasks, tasks);
-	pg_atomic_fetch_add_u64(&jobflow_figures->pruned_log_rows, logs);
+	pg_atomic_fetch_add_u64(&jf_figures->pruned_tasks, tasks);
+	pg_atomic_fetch_add_u64(&jf_figures->pruned_log_rows, logs);
 	/* a full batch says more are waiting: come back soon, within the share */
 	now_ms = jf_now_ms();
 	took_us = GetCurrentTimestamp() - start;

@@ -8,15 +8,15 @@
 #ifndef JOBFLOW_QUEUES_H
 #define JOBFLOW_QUEUES_H
 
-#include "worker/worker.h"
+#include "worker/state.h"
 
 /*
  * Read jobflow.queues into the fair share if it changed (or force); true
  * when retentions are set or were: the pruner starts its mark over.
  */
-extern bool jf_queues_refresh(WorkerState *ws, bool force);
+extern bool jf_queues_refresh(JfWorkerState *ws, bool force);
 
 /* Whether a queue has a retention of its own; *positive: one that prunes. */
-extern bool jf_queues_retention_overrides(WorkerState *ws, bool *positive);
+extern bool jf_queues_retention_overrides(JfWorkerState *ws, bool *positive);
 
 #endif							/* JOBFLOW_QUEUES_H */

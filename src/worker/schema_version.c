@@ -13,7 +13,10 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "jobflow.h"
+#include "postgres.h"
+
+#include "base/settings.h"
+#include "launcher/slots.h"
 #include "worker/schema_version.h"
 
 #include "access/htup_details.h"

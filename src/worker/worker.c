@@ -19,14 +19,19 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "worker/state.h"
+#include "worker/feed.h"
+#include "worker/dispatch.h"
+#include "worker/log_writer.h"
 #include "worker/worker.h"
+#include "worker/cron.h"
+#include "launcher/restore.h"
 #include "launcher/prepared.h"
 #include "base/compat.h"
 #include "worker/schema_version.h"
 
 #include "base/fault.h"
 #include "worker/guard.h"
-#include "launcher/launcher.h"
 #include "worker/prune.h"
 #include "worker/queues.h"
 #include "worker/xact.h"
@@ -85,24 +90,88 @@ handle_sigterm(SIGNAL_ARGS)
 /* the database served, for messages */
 static char worker_dbname[NAMEDATALEN] = "";
 
+/* the busiest origins: published at most this often, sweeping this many */
+#define HOSTS_PUBLISH_MS 1000
+#define HOSTS_SWEEP 1024
+
+/* what the metrics keep is what the fair share and libcurl's layer give */
+StaticAssertDecl(JF_METRICS_CLASSES == JF_NCLASS, "outcome classes");
+StaticAssertDecl(JF_METRICS_TOP == JF_FAIR_TOP, "busiest origins");
+StaticAssertDecl(JF_METRICS_ORIGIN_MAX == JF_FAIR_ORIGIN_MAX, "origin size");
+
+/*
+ * The worker's own: when it may publish the busiest origins next, and
+ * whether what is published may show some (true at its start: an earlier
+ * worker's may still be there).
+ */
+static int64 hosts_next_ms = 0;
+static bool hosts_shown = true;
+
+/*
+ * Publish the busiest origins (the worker, once per turn).  At most once a
+ * second, so that a busy loop pays for it rarely; each time the fair share
+ * also sweeps HOSTS_SWEEP more origins for ones its table missed.
+ */
+static void
+publish_hosts(JfFair *f)
+{
+	JfMetricsShared *m = &jf_my_slot->metrics;
+	JfFairLoad	top[JF_FAIR_TOP];
+	int64		now = jf_now_ms();
+	int			n;
+	int			i;
+
+	if (f == NULL || now < hosts_next_ms)
+		return;
+	hosts_next_ms = now + HOSTS_PUBLISH_MS;
+	n = jf_fair_busiest(f, top, HOSTS_SWEEP);
+	if (n == 0 && !hosts_shown)
+		return;
+	pg_atomic_fetch_add_u32(&m->hosts_changecount, 1);	/* a full barrier */
+	for (i = 0; i < n; i++)
+	{
+		strlcpy(m->hosts[i].origin, top[i].origin, sizeof(m->hosts[i].origin));
+		m->hosts[i].in_flight = top[i].claimed;
+		m->hosts[i].queued = top[i].parked;
+	}
+	m->nhosts = n;
+	pg_write_barrier();
+	pg_atomic_fetch_add_u32(&m->hosts_changecount, 1);
+	hosts_shown = n > 0;
+}
+
+/*
+ * When the worker must wake to publish again: while anything is claimed
+ * or parked, or the last publication still shows origins; never when
+ * idle with nothing shown.
+ */
+static int64
+hosts_deadline(const JfFair *f)
+{
+	if (f != NULL && (hosts_shown || jf_fair_claimed(f) > 0 || jf_fair_parked(f) > 0))
+		return hosts_next_ms;
+	return PG_INT64_MAX;
+}
+
 /* What worker_status() and the metrics show of the wheel and the requests. */
 static void
-publish_stats(WorkerState *ws)
+publish_stats(JfWorkerState *ws)
 {
-	JobflowShared *first = jf_db_slot(MyDatabaseId);
+	JfSlot	   *first = jf_db_slot(MyDatabaseId);
 
 	/* the first worker's slot, where counters add up, may have been replaced */
-	jobflow_figures = first != NULL ? first : jobflow_shared;
-	pg_atomic_write_u64(&jobflow_shared->wheel_tasks, jf_wheel_count(ws->wheel));
-	pg_atomic_write_u64(&jobflow_shared->wheel_bytes,
+	jf_figures = first != NULL ? first : jf_my_slot;
+	jf_metrics_attach(&jf_figures->metrics);
+	pg_atomic_write_u64(&jf_my_slot->wheel_tasks, jf_wheel_count(ws->wheel));
+	pg_atomic_write_u64(&jf_my_slot->wheel_bytes,
 						jf_wheel_memory(ws->wheel) + jf_feed_map_memory(ws) +
 						(ws->fair ? jf_fair_memory(ws->fair) : 0));
 	if (ws->http != NULL)
 	{
-		pg_atomic_write_u64(&jobflow_shared->in_flight, jf_http_in_flight(ws->http));
-		pg_atomic_write_u64(&jobflow_shared->queued,
+		pg_atomic_write_u64(&jf_my_slot->in_flight, jf_http_in_flight(ws->http));
+		pg_atomic_write_u64(&jf_my_slot->queued,
 							jf_http_queued(ws->http) + jf_fair_parked(ws->fair));
-		jf_metrics_publish_hosts(ws->fair);
+		publish_hosts(ws->fair);
 	}
 }
 
@@ -112,7 +181,7 @@ detach_shared(int code, Datum arg)
 	jf_worker_detach();
 }
 
-/* SIGTERM: for good if the database is held (see launcher.c), else 1. */
+/* SIGTERM: for good if the database is held (see launcher/hook.c), else 1. */
 static void
 exit_worker(void)
 {
@@ -154,7 +223,7 @@ extension_ready(void)
  * the timeout is only a fallback.
  */
 static void
-wait_for_extension(WorkerState *ws, bool logged)
+wait_for_extension(JfWorkerState *ws, bool logged)
 {
 	while (!extension_ready())
 	{
@@ -167,7 +236,7 @@ wait_for_extension(WorkerState *ws, bool logged)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
-			jobflow_report_setting_rules();
+			jf_settings_report_rules();
 		}
 		if (notifyInterruptPending)
 			jf_feed_process_notifications(ws);
@@ -228,7 +297,7 @@ ms_until(int64 deadline_ms)
  * to finish, then abandon the rest and write every buffered outcome.
  */
 static void
-shut_down(WorkerState *ws, WaitEventSet *wes)
+shut_down(JfWorkerState *ws, WaitEventSet *wes)
 {
 	int64		give_up = jf_now_ms() + jobflow_shutdown_grace_ms;
 
@@ -260,7 +329,7 @@ shut_down(WorkerState *ws, WaitEventSet *wes)
  * the new one from scratch; if not, it exits and frees its slot.
  */
 static void
-serve_again(WorkerState *ws)
+serve_again(JfWorkerState *ws)
 {
 	ereport(LOG,
 			(errmsg("jobflow worker lost extension jobflow in database \"%s\" (DROP EXTENSION); it forgets the outcomes of its requests in flight",
@@ -291,12 +360,12 @@ typedef enum PauseReason
 } PauseReason;
 
 static bool
-dispatch_paused(WorkerState *ws)
+dispatch_paused(JfWorkerState *ws)
 {
 	static PauseReason last = PAUSE_NONE;
 	PauseReason now;
 
-	if (jf_guard_restore_in_progress())
+	if (jf_restore_in_progress())
 		now = PAUSE_RESTORE;
 	else if (ws->sequences_behind)
 		now = PAUSE_SEQUENCE;
@@ -311,7 +380,7 @@ dispatch_paused(WorkerState *ws)
 		case PAUSE_NONE:
 			ereport(LOG, (errmsg("jobflow worker resumes dispatching")));
 			/* occurrences due while it was off follow their missed policy */
-			jobflow_cron_missed_before = GetCurrentTimestamp();
+			jf_cron_missed_before = GetCurrentTimestamp();
 			/* this turn's housekeeping catches up first; the next one fires */
 			ws->loaded_until_ms = PG_INT64_MIN;
 			ws->next_housekeeping_ms = 0;
@@ -345,7 +414,7 @@ dispatch_paused(WorkerState *ws)
  * completes clears the error count of the recovery in jobflow_worker_main.
  */
 static void
-run_loop(WorkerState *ws, WaitEventSet *wes)
+run_loop(JfWorkerState *ws, WaitEventSet *wes)
 {
 	bool		busy = false;
 
@@ -368,7 +437,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
-			jobflow_report_setting_rules();
+			jf_settings_report_rules();
 			raise_fd_limit();
 			jf_dispatch_reconfigure(ws);
 		}
@@ -384,7 +453,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 
 		jf_dispatch_collect(ws);
 		/* the first of the database's workers sweeps for all of them */
-		if (jobflow_worker_part == 0 && jf_guard_roles_due(jf_now_ms()))
+		if (jf_worker_part == 0 && jf_guard_roles_due(jf_now_ms()))
 			jf_guard_sweep_roles();
 		if (jf_queues_refresh(ws, false))
 			jf_prune_reset_mark(ws->prune);
@@ -416,9 +485,9 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
 
 		deadline = Min(ws->next_housekeeping_ms, jf_log_writer_deadline(ws->log));
 		deadline = Min(deadline, jf_prune_deadline(ws));
-		deadline = Min(deadline, jf_metrics_hosts_deadline(ws->fair));
+		deadline = Min(deadline, hosts_deadline(ws->fair));
 		deadline = Min(deadline, ws->strays_look_ms);
-		if (jobflow_worker_part == 0)
+		if (jf_worker_part == 0)
 			deadline = Min(deadline, jf_guard_roles_deadline());
 		if (ws->rescan_soon)
 			deadline = Min(deadline, ws->last_housekeeping_ms + RESCAN_SOON_MS);
@@ -450,7 +519,7 @@ run_loop(WorkerState *ws, WaitEventSet *wes)
  * ERROR here (see recover_from_error): each step may run twice.
  */
 static WaitEventSet *
-start_serving(WorkerState *ws)
+start_serving(JfWorkerState *ws)
 {
 	WaitEventSet *wes;
 
@@ -462,7 +531,7 @@ start_serving(WorkerState *ws)
 	if (ws->http == NULL)
 		jf_dispatch_init(ws);
 	/* before the queues are read: what a COMMIT PREPARED to come changes */
-	if (jobflow_worker_part == 0)
+	if (jf_worker_part == 0)
 	{
 		jf_xact_begin("jobflow: adopting prepared transactions");
 		jf_prepared_adopt();
@@ -494,7 +563,7 @@ start_serving(WorkerState *ws)
  * error (see serve_again).
  */
 static void
-recover_from_error(WorkerState *ws)
+recover_from_error(JfWorkerState *ws)
 {
 	bool		lost = jf_guard_take_lost();
 	bool		lock_wait;
@@ -544,19 +613,20 @@ recover_from_error(WorkerState *ws)
 void
 jobflow_worker_main(Datum main_arg)
 {
-	static WorkerState ws;		/* static: must survive a longjmp */
+	static JfWorkerState ws;		/* static: must survive a longjmp */
 	static WaitEventSet *wes = NULL;
 	sigjmp_buf	local_sigjmp_buf;
 	Oid			dboid;
 
 	/* until connected, SIGTERM ends the process at once (bgworker_die) */
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	jobflow_shared = jf_worker_attach(main_arg, &dboid);
-	jobflow_worker_part = jobflow_shared->part;
+	jf_my_slot = jf_worker_attach(main_arg, &dboid);
+	jf_worker_part = jf_my_slot->part;
 	/* counters and histograms add up in the database's first slot */
-	jobflow_figures = jf_db_slot(dboid);
-	if (jobflow_figures == NULL)
-		jobflow_figures = jobflow_shared;
+	jf_figures = jf_db_slot(dboid);
+	if (jf_figures == NULL)
+		jf_figures = jf_my_slot;
+	jf_metrics_attach(&jf_figures->metrics);
 	before_shmem_exit(detach_shared, (Datum) 0);
 	BackgroundWorkerUnblockSignals();
 
@@ -569,7 +639,7 @@ jobflow_worker_main(Datum main_arg)
 			sizeof(cluster_sync_commit));
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pqsignal(SIGTERM, handle_sigterm);
-	jobflow_am_worker = true;
+	jf_am_worker = true;
 
 	/*
 	 * What ALTER DATABASE or ALTER ROLE ... SET gave this session (a
@@ -609,8 +679,8 @@ jobflow_worker_main(Datum main_arg)
 	 */
 	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 
-	pg_atomic_write_u64(&jobflow_shared->started_ms, (uint64) jf_now_ms());
-	jobflow_report_setting_rules();
+	pg_atomic_write_u64(&jf_my_slot->started_ms, (uint64) jf_now_ms());
+	jf_settings_report_rules();
 
 	memset(&ws, 0, sizeof(ws));
 	ws.cxt = AllocSetContextCreate(TopMemoryContext, "jobflow worker",
@@ -622,7 +692,7 @@ jobflow_worker_main(Datum main_arg)
 	ws.prune = jf_prune_create(ws.cxt);
 	ws.strays_look_ms = INT64_MAX;
 	/* occurrences that fell due while the server was down are the missed ones */
-	jobflow_cron_missed_before = PgStartTime;
+	jf_cron_missed_before = PgStartTime;
 
 	/* listen first: a task committed after this is either notified or scanned */
 	jf_feed_listen();

@@ -11,7 +11,9 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "jobflow.h"
+#include "postgres.h"
+
+#include "launcher/slots.h"
 #include "worker/xact.h"
 
 #include "access/xact.h"
@@ -111,5 +113,5 @@ jf_xact_commit(void)
 void
 jf_xact_count_statements(int n)
 {
-	pg_atomic_fetch_add_u64(&jobflow_figures->statements, n);
+	pg_atomic_fetch_add_u64(&jf_figures->statements, n);
 }
