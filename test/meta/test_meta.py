@@ -3,7 +3,7 @@
 # test_meta.py
 #     META.json for PGXN: valid JSON, the keys the PGXN meta spec 1.0.0
 #     requires with values of the right shape, and versions that agree
-#     with jobflow.control and the library (src/jobflow.h).
+#     with jobflow.control and the library (src/base/settings.h).
 #
 # -------------------------------------------------------------------------
 
@@ -56,7 +56,7 @@ def test_versions_agree():
     version = control_default_version()
     assert m["version"] == version
     assert m["provides"]["jobflow"]["version"] == version
-    assert re.search(r'#define JOBFLOW_VERSION "%s"' % re.escape(version), read("src/jobflow.h"))
+    assert re.search(r'#define JOBFLOW_VERSION "%s"' % re.escape(version), read("src/base/settings.h"))
     # an update script to the default version exists and is installed, and
     # the Makefile makes the fresh install script of that version
     scripts = [f for f in os.listdir(REPO) if re.match(r"^jobflow--[\d.]+--%s\.sql$" % re.escape(version), f)]
