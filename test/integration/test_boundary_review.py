@@ -184,8 +184,8 @@ def test_monitoring_role_cannot_hear_or_forge_a_tenants_outcomes(connect, db, re
         cur.execute("CREATE ROLE %s LOGIN IN ROLE pg_monitor" % monitor)
     try:
         app = connect(user=tenant)
-        # as the README says: listen_outcomes() listens without naming the
-        # channel in a statement (a LISTEN statement would show it)
+        # as docs/user-guide.md says: listen_outcomes() listens without
+        # naming the channel in a statement (a LISTEN statement would show it)
         channel = query(app, "SELECT jobflow.listen_outcomes() AS c")[0]["c"]
         mon = connect(user=monitor)
         seen = [r["query"] for r in query(mon, "SELECT query FROM pg_stat_activity"

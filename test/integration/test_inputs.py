@@ -32,8 +32,8 @@ def _copy(connect, role, sql, data):
 
 
 def test_copy_into_tasks_is_refused_by_postgres_under_rls(connect, app_role):
-    """The reason the README's COPY failed: PostgreSQL itself refuses COPY
-    FROM into a table with row-level security (0A000)."""
+    """The reason the COPY of docs/user-guide.md failed: PostgreSQL itself
+    refuses COPY FROM into a table with row-level security (0A000)."""
     with pytest.raises(psycopg2.errors.FeatureNotSupported) as e:
         _copy(connect, app_role, "COPY jobflow.tasks (url) FROM STDIN",
               "http://127.0.0.1:9/x\n")
@@ -85,8 +85,8 @@ def test_copy_into_task_import_checks_every_row(db, connect, app_role):
 
 
 def test_psql_copy_as_application_role(db, app_role):
-    """The README's recipe, literally: psql's \\copy, logged in as the
-    application role; 2,000 rows, timed."""
+    """The recipe of docs/user-guide.md, literally: psql's \\copy, logged in
+    as the application role; 2,000 rows, timed."""
     tag = uuid.uuid4().hex
     rows = "".join("http://127.0.0.1:9/%s/%d\t2100-01-01 00:00+00\n" % (tag, i)
                    for i in range(2000))

@@ -2,10 +2,10 @@
 #
 # test_privileges.py
 #     Who may do what (issue 20): the installed extension against the
-#     table of README.md, section "Who may do what", both ways; and the
-#     search_path of the functions that run with more privileges.
+#     table of docs/user-guide.md, section "Who may do what", both ways;
+#     and the search_path of the functions that run with more privileges.
 #
-# The README's table has a row per function (with its signature), table,
+# The guide's table has a row per function (with its signature), table,
 # view, sequence and type of schema jobflow, and a column per role: none
 # (a role without grants), jobflow_user, jobflow_monitor, pg_monitor,
 # jobflow_admin, another tenant and owner.  The tests check that
@@ -54,6 +54,8 @@ from tenancy import KIND_IDS, KINDS, Target, origin_of, rows, set_secret_sql, va
 sys.path.insert(0, os.path.join(REPO, "test", "meta"))
 import csource  # noqa: E402
 
+# where the table is: its section "Who may do what"
+GUIDE = "docs/user-guide.md"
 COLUMNS = ["none", "jobflow_user", "jobflow_monitor", "pg_monitor", "jobflow_admin",
            "another tenant", "owner"]
 VERBS = {"execute", "select", "insert", "update", "delete", "truncate", "references",
@@ -63,7 +65,7 @@ ITEM = re.compile(r"^(?P<verb>[a-z]+)(?P<quals>(?:\s+(?:own|pending))*)\s*"
 
 
 # -------------------------------------------------------------------------
-# The README's table
+# The table of docs/user-guide.md
 # -------------------------------------------------------------------------
 
 def parse_cell(text):
@@ -77,7 +79,7 @@ def parse_cell(text):
         if not part:
             continue
         m = ITEM.match(part)
-        assert m and m.group("verb") in VERBS, "README, Who may do what: cannot read %r" % part
+        assert m and m.group("verb") in VERBS, GUIDE + ', "Who may do what": cannot read %r' % part
         cols = m.group("cols")
         items.append((m.group("verb"), frozenset(m.group("quals").split()),
                       None if cols is None else
@@ -85,27 +87,27 @@ def parse_cell(text):
     return items
 
 
-def readme_matrix():
-    """{object as written: {column: [items]}} from README.md."""
-    with open(os.path.join(REPO, "README.md")) as f:
+def table_matrix():
+    """{object as written: {column: [items]}} from docs/user-guide.md."""
+    with open(os.path.join(REPO, GUIDE)) as f:
         text = f.read()
     m = re.search(r"^#+\s*Who may do what\s*$(.*?)(?=^#{1,3} |\Z)", text, re.M | re.S)
-    assert m, 'README.md has no section "Who may do what"'
+    assert m, GUIDE + ' has no section "Who may do what"'
     lines = [l.strip() for l in m.group(1).splitlines() if l.strip().startswith("|")]
-    assert len(lines) > 2, 'README.md, "Who may do what": no table'
+    assert len(lines) > 2, GUIDE + ', "Who may do what": no table'
 
     def cells(line):
         return [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
     header = [re.sub(r"\s+", " ", c.strip("`* ").lower()) for c in cells(lines[0])]
     missing = [c for c in ["object"] + COLUMNS if c not in header]
-    assert not missing, "README's table lacks the column(s) %s" % missing
+    assert not missing, "the table of %s lacks the column(s) %s" % (GUIDE, missing)
     matrix = {}
     for line in lines[1:]:
         row = cells(line)
         if all(re.fullmatch(r":?-+:?", c) for c in row if c):
             continue                                    # the separator
         obj = row[header.index("object")].strip("` ").replace("\\|", "|")
-        assert obj not in matrix, "README's table has two rows for %s" % obj
+        assert obj not in matrix, "the table of %s has two rows for %s" % (GUIDE, obj)
         matrix[obj] = {c: parse_cell(row[header.index(c)]) for c in COLUMNS}
     return matrix
 
@@ -263,7 +265,7 @@ def outcome(conn, sql, ctx):
 
 def test_the_table_has_a_row_for_every_object_and_no_other(env):
     su = env.target.su
-    matrix = readme_matrix()
+    matrix = table_matrix()
     objects = catalog_objects(su)
     named = {}
     unknown = []
@@ -272,20 +274,20 @@ def test_the_table_has_a_row_for_every_object_and_no_other(env):
         if key is None or key not in objects:
             unknown.append(obj)
         else:
-            assert key not in named, "README's table has two rows for %s: %s and %s" % (
-                objects[key], named[key], obj)
+            assert key not in named, "the table of %s has two rows for %s: %s and %s" % (
+                GUIDE, objects[key], named[key], obj)
             named[key] = obj
     missing = sorted(name for key, name in objects.items() if key not in named)
-    assert not missing, 'objects of schema jobflow without a row in README.md, "Who may do' \
-                        ' what" (decide who may use them): %s' % missing
-    assert not unknown, 'rows of README.md, "Who may do what", naming no object of schema' \
-                        ' jobflow: %s' % unknown
+    assert not missing, 'objects of schema jobflow without a row in %s, "Who may do' \
+                        ' what" (decide who may use them): %s' % (GUIDE, missing)
+    assert not unknown, 'rows of %s, "Who may do what", naming no object of schema' \
+                        ' jobflow: %s' % (GUIDE, unknown)
 
 
 def test_each_role_has_what_the_table_says(env):
     su = env.target.su
     wrong = []
-    for obj, cells in readme_matrix().items():
+    for obj, cells in table_matrix().items():
         key = resolve(su, obj)
         if key is None:
             continue                    # the test above says so
@@ -353,7 +355,7 @@ def test_own_and_pending_hold(env):
             conns[role] = env.target.connect(role)
         return conns[role]
     wrong = []
-    for obj, cells in readme_matrix().items():
+    for obj, cells in table_matrix().items():
         if resolve(env.target.su, obj) is None:
             continue
         name = obj.strip()

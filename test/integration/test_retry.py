@@ -150,7 +150,7 @@ def test_max_attempts_respected(db, receiver):
 
 def test_too_many_redirects_is_not_retried(db, receiver):
     """A chain longer than jobflow.max_redirects (3) is a final failure,
-    like any status the README does not list as retryable."""
+    like any status docs/receivers.md does not list as retryable."""
     path = "/ok"
     for _ in range(6):
         path = "/redirect?to=" + quote(path, safe="")

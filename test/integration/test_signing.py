@@ -53,8 +53,8 @@ def fire(db, receiver, role, body, path="/ok"):
 
 
 def python_verify(secret, req):
-    """Python's hmac, as the README's receiver does: True if any v1
-    signature matches."""
+    """Python's hmac, as the receiver of docs/receivers.md does: True if
+    any v1 signature matches."""
     key = base64.b64decode(secret[len("whsec_"):])
     h = req["headers"]
     msg = ("%s.%s.%s" % (h["webhook-id"], h["webhook-timestamp"], req["body"])).encode()
