@@ -90,7 +90,7 @@ next_slot(const JfWheel *w, int from, int *level, unsigned *slot,
 
 /*
  * Put the chain first..last into the firing-order list right after entry
- * after (NIL: at the front).
+ * after (WHEEL_NIL: at the front).
  */
 static inline void
 link_after(JfWheel *w, uint32_t after, uint32_t first, JfWheelEntry *fe,
@@ -99,7 +99,7 @@ link_after(JfWheel *w, uint32_t after, uint32_t first, JfWheelEntry *fe,
 	uint32_t	succ;
 
 	fe->prev = after;
-	if (after == NIL)
+	if (after == WHEEL_NIL)
 	{
 		succ = w->list_head;
 		w->list_head = first;
@@ -112,7 +112,7 @@ link_after(JfWheel *w, uint32_t after, uint32_t first, JfWheelEntry *fe,
 		ae->next = first;
 	}
 	le->next = succ;
-	if (succ == NIL)
+	if (succ == WHEEL_NIL)
 		w->list_tail = last;
 	else
 		entry_at(w, succ)->prev = last;
@@ -157,8 +157,8 @@ level0_append(JfWheel *w, unsigned s, uint64_t rel, uint32_t first,
 		{
 			/* latest slot so far (always so in due order): list's end */
 			fe->prev = w->list_tail;
-			le->next = NIL;
-			if (w->list_tail == NIL)
+			le->next = WHEEL_NIL;
+			if (w->list_tail == WHEEL_NIL)
 				w->list_head = first;
 			else
 				entry_at(w, w->list_tail)->next = first;
@@ -192,9 +192,9 @@ slot_append(JfWheel *w, uint32_t idx, JfWheelEntry *e, uint64_t rel)
 		return;
 	}
 
-	e->next = NIL;
+	e->next = WHEEL_NIL;
 	e->prev = tail;
-	if (tail == NIL)
+	if (tail == WHEEL_NIL)
 	{
 		lv->head[s] = idx;
 		lv->occupied |= UINT64_C(1) << s;
@@ -245,10 +245,10 @@ jf_wheel_create(int64_t now_ms, int64_t horizon_ms, uint32_t max_entries)
 	for (int b = 0; b < 64; b++)
 		w->level_of_bit[b] = (b / SLOT_BITS < n) ? b / SLOT_BITS : n - 1;
 	w->max_entries = max_entries ? max_entries : SIZE_MAX;
-	w->list_head = w->list_tail = w->ready_tail = NIL;
+	w->list_head = w->list_tail = w->ready_tail = WHEEL_NIL;
 	for (int l = 0; l < MAX_LEVELS; l++)
 		for (int s = 0; s < SLOTS; s++)
-			w->levels[l].head[s] = w->levels[l].tail[s] = NIL;
+			w->levels[l].head[s] = w->levels[l].tail[s] = WHEEL_NIL;
 	return w;
 }
 
@@ -345,7 +345,7 @@ jf_wheel_cancel(JfWheel *w, uint32_t handle, uint64_t id)
 		{
 			/* the ready part starts the list */
 			if (handle == w->ready_tail)
-				w->ready_tail = is_head ? NIL : e->prev;
+				w->ready_tail = is_head ? WHEEL_NIL : e->prev;
 		}
 		else
 		{
@@ -363,8 +363,8 @@ jf_wheel_cancel(JfWheel *w, uint32_t handle, uint64_t id)
 			w->list_head = e->next;
 		else
 			entry_at(w, e->prev)->next = e->next;
-		if (e->next == NIL)
-			w->list_tail = is_head ? NIL : e->prev;
+		if (e->next == WHEEL_NIL)
+			w->list_tail = is_head ? WHEEL_NIL : e->prev;
 		else
 			entry_at(w, e->next)->prev = e->prev;
 	}
@@ -372,15 +372,15 @@ jf_wheel_cancel(JfWheel *w, uint32_t handle, uint64_t id)
 	{
 		lv = &w->levels[l];
 		s = (rel >> (l * SLOT_BITS)) & SLOT_MASK;
-		if (e->prev == NIL)
+		if (e->prev == WHEEL_NIL)
 			lv->head[s] = e->next;
 		else
 			entry_at(w, e->prev)->next = e->next;
-		if (e->next == NIL)
+		if (e->next == WHEEL_NIL)
 			lv->tail[s] = e->prev;
 		else
 			entry_at(w, e->next)->prev = e->prev;
-		if (lv->head[s] == NIL)
+		if (lv->head[s] == WHEEL_NIL)
 			lv->occupied &= ~(UINT64_C(1) << s);
 	}
 
@@ -395,7 +395,7 @@ jf_wheel_next_deadline(const JfWheel *w)
 	unsigned	s;
 	uint64_t	start;
 
-	if (w->ready_tail != NIL)
+	if (w->ready_tail != WHEEL_NIL)
 		return w->now;
 	if (!next_slot(w, 0, &l, &s, &start))
 		return INT64_MAX;
@@ -440,9 +440,9 @@ splice_run(JfWheel *w, JfWheelLevel *lv, unsigned s,
 {
 	uint32_t	tail = lv->tail[s];
 
-	le->next = NIL;
+	le->next = WHEEL_NIL;
 	fe->prev = tail;
-	if (tail == NIL)
+	if (tail == WHEEL_NIL)
 	{
 		lv->head[s] = first;
 		lv->min_due[s] = run_min;
@@ -478,7 +478,7 @@ cascade_slot(JfWheel *w, int from, unsigned s, uint64_t start)
 	JfWheelEntry *e = entry_at(w, idx);
 
 	lv->occupied &= ~(UINT64_C(1) << s);
-	lv->head[s] = lv->tail[s] = NIL;
+	lv->head[s] = lv->tail[s] = WHEEL_NIL;
 	while (e != NULL)
 	{
 		uint32_t	first = idx;
@@ -507,7 +507,7 @@ cascade_slot(JfWheel *w, int from, unsigned s, uint64_t start)
 			 */
 			if (likely(next == idx + 1 && (next & CHUNK_MASK) != 0))
 				e = e + 1;
-			else if (next != NIL)
+			else if (next != WHEEL_NIL)
 				e = entry_at(w, next);
 			else
 			{
@@ -575,7 +575,7 @@ pop_ready(JfWheel *w, JfWheelExpired *out, size_t max)
 {
 	uint32_t	idx = w->list_head;
 	uint32_t	stop = w->ready_tail;
-	bool		more = stop != NIL;
+	bool		more = stop != WHEEL_NIL;
 	size_t		n = 0;
 
 	while (n < max && more)
@@ -627,11 +627,11 @@ pop_ready(JfWheel *w, JfWheelExpired *out, size_t max)
 	if (n == 0)
 		return 0;
 	if (!more)
-		w->ready_tail = NIL;
+		w->ready_tail = WHEEL_NIL;
 	/* the new head keeps a stale prev: cancel tests for the head itself */
 	w->list_head = idx;
-	if (idx == NIL)
-		w->list_tail = NIL;
+	if (idx == WHEEL_NIL)
+		w->list_tail = WHEEL_NIL;
 	w->count -= n;
 	if (w->chunks[w->nchunks - 1].live == 0)
 		jf_wheel_pool_trim(w);

@@ -31,7 +31,7 @@
 /* keeps every index below FREE_MARK */
 #define MAX_CHUNKS		65535u
 
-#define NIL				UINT32_MAX
+#define WHEEL_NIL				UINT32_MAX
 
 #define likely(x)		__builtin_expect(!!(x), 1)
 #define FREE_MARK		(UINT32_MAX - 1)	/* prev of a free entry */
@@ -47,7 +47,7 @@ typedef struct JfWheelEntry
 typedef struct JfWheelChunk
 {
 	JfWheelEntry *entries;
-	uint32_t	free_head;		/* pool index (in this chunk), NIL if none */
+	uint32_t	free_head;		/* pool index (in this chunk), WHEEL_NIL if none */
 	uint32_t	fresh;			/* offsets >= fresh never handed out */
 	uint32_t	live;
 } JfWheelChunk;
@@ -74,7 +74,7 @@ struct JfWheel
 
 	/*
 	 * One list in firing order: first the ready part (due, not yet
-	 * returned; it ends at ready_tail, NIL when empty), then the entries of
+	 * returned; it ends at ready_tail, WHEEL_NIL when empty), then the entries of
 	 * level 0, each level-0 slot a contiguous stretch of it.
 	 */
 	uint32_t	list_head;
@@ -131,7 +131,7 @@ entry_alloc(JfWheel *w, uint32_t *idx)
 			return st;
 	}
 	ch = &w->chunks[c];
-	if (ch->free_head != NIL)
+	if (ch->free_head != WHEEL_NIL)
 	{
 		off = ch->free_head & CHUNK_MASK;
 		ch->free_head = ch->entries[off].next;

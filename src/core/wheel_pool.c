@@ -99,7 +99,7 @@ jf_wheel_pool_add_chunk(JfWheel *w)
 	else
 		ch->entries = (JfWheelEntry *)
 			((char *) w->chunks[w->nchunks - 1].entries + CHUNK_BYTES);
-	ch->free_head = NIL;
+	ch->free_head = WHEEL_NIL;
 	ch->fresh = 0;
 	ch->live = 0;
 	w->nonfull[w->nchunks / 64] |= UINT64_C(1) << (w->nchunks % 64);
