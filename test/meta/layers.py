@@ -205,6 +205,12 @@ def unknown_folders(tree):
     return sorted({tree.folder(p) for p in tree.paths} - set(MAY_USE))
 
 
+def loose_files(tree):
+    """Sources and headers in src/ itself, outside every layer's folder
+    (only src/jobflow.c, the top, lives there)."""
+    return [p for p in tree.paths if "/" not in p and p != "jobflow.c"]
+
+
 def module_cycles(tree):
     """A cycle between modules, a module being a .c file with the header
     of its name: a source's include of another module's header, or its use
@@ -345,7 +351,7 @@ def public_types(tree):
     return bad
 
 
-ALL_RULES = [unknown_folders, folder_rule, module_cycles, unqualified_includes,
+ALL_RULES = [unknown_folders, loose_files, folder_rule, module_cycles, unqualified_includes,
              hook_assignments, settings_outside_settings, postgres_in_plain_c,
              objs_not_sources, misnamed, public_types]
 

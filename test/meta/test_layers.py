@@ -42,6 +42,10 @@ def test_every_folder_is_in_the_table():
     assert layers.unknown_folders(TREE) == []
 
 
+def test_every_file_is_in_a_folder():
+    assert layers.loose_files(TREE) == []
+
+
 def test_folders_use_only_the_folders_below_them():
     assert layers.folder_rule(TREE) == []
 
@@ -177,6 +181,7 @@ FAULTS = [
     # two modules of one folder calling each other
     ("module_cycles", "src/worker/xact.c", None,
      "\nvoid jf_xact_planted(void);\nvoid\njf_xact_planted(void)\n{\n\tjf_feed_listen();\n}\n"),
+    ("loose_files", "src/planted.c", None, "/* a source outside every folder */\n"),
     ("unqualified_includes", "src/worker/prune.c", '#include "worker/prune.h"', '#include "prune.h"'),
     ("hook_assignments", "src/worker/guard.c", None,
      "\nstatic void\nplanted_hook_install(void)\n{\n\temit_log_hook = NULL;\n}\n"),
