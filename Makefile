@@ -62,6 +62,7 @@ OBJS = \
 	src/api/signing.o \
 	src/api/status.o \
 	src/api/task_check.o \
+	src/api/task_state.o \
 	src/api/tenant_api.o \
 	src/api/triggers.o \
 	src/api/url_check.o

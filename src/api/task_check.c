@@ -2,7 +2,8 @@
  *
  * task_check.c
  *	  Row trigger on jobflow.tasks: validates every task that enters the
- *	  table and enforces the task state machine on every update.
+ *	  table, and holds every update to the task state machine
+ *	  (task_state.c).
  *
  * Validation lives in a BEFORE ROW trigger rather than in schedule() so
  * that schedule(), a set-based INSERT ... SELECT and COPY are held to the
@@ -19,6 +20,8 @@
 #include "launcher/slots.h"
 #include "base/settings.h"
 #include "api/task_check.h"
+#include "api/task_columns.h"
+#include "api/task_state.h"
 #include "api/url_check.h"
 #include "api/triggers.h"
 #include "api/commit_wake.h"
@@ -52,28 +55,6 @@
 #define TIMEOUT_MAX_MS		3600000
 #define ATTEMPTS_MAX		1000
 
-/* Column numbers of jobflow.tasks (or of a row with the same columns). */
-typedef struct TaskColumns
-{
-	int			id;
-	int			url;
-	int			method;
-	int			headers;
-	int			body;
-	int			body_bytes;		/* 0 when the table has none (0.1.0, timers) */
-	int			content_type;
-	int			run_at;
-	int			state;
-	int			max_attempts;
-	int			timeout_ms;
-	int			queue;
-	int			owner;
-	int			updated_at;
-	int			attempts;		/* tasks only */
-	int			attempts_base;	/* tasks only; 0 under a 0.1.0 schema */
-	int			active;			/* timers only; 0 for tasks */
-} TaskColumns;
-
 static const char *const http_methods[] = {
 	"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", NULL
 };
@@ -86,22 +67,15 @@ static const char *const reserved_headers[] = {
 	NULL
 };
 
-static void lookup_columns(Relation rel, TaskColumns *cols);
+static void lookup_columns(Relation rel, JfTaskColumns *cols);
 static void check_queue(const char *queue);
-static void check_run_at(HeapTuple tuple, TupleDesc desc, TaskColumns *cols);
-static bool request_changed(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc,
-							TaskColumns *cols);
+static void check_run_at(HeapTuple tuple, TupleDesc desc, JfTaskColumns *cols);
 static char *check_method(const char *method);
 static void check_header_value(const char *what, const char *value, int len);
 static void check_headers(Jsonb *headers, const char *content_type,
 						  char **same_content_type, List **secret_refs);
-static void check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
+static void check_task(HeapTuple tuple, TupleDesc desc, JfTaskColumns *cols,
 					   bool is_insert, Datum *repl, bool *repl_null, bool *replace);
-static const char *state_name(Datum state);
-static bool check_transition(HeapTuple oldtup, HeapTuple newtup,
-							 TupleDesc desc, TaskColumns *cols);
-static void redrive(HeapTuple oldtup, TupleDesc desc, TaskColumns *cols,
-					Datum *repl, bool *replace);
 
 static int
 column_number(TupleDesc desc, const char *name)
@@ -119,7 +93,7 @@ column_number(TupleDesc desc, const char *name)
  * left 0 when optional is true.
  */
 static void
-lookup_request_columns(TupleDesc desc, TaskColumns *cols, bool optional)
+lookup_request_columns(TupleDesc desc, JfTaskColumns *cols, bool optional)
 {
 	cols->url = column_number(desc, "url");
 	cols->method = column_number(desc, "method");
@@ -145,11 +119,11 @@ lookup_request_columns(TupleDesc desc, TaskColumns *cols, bool optional)
  * the relation and its number of attributes are the same.
  */
 static void
-lookup_columns(Relation rel, TaskColumns *cols)
+lookup_columns(Relation rel, JfTaskColumns *cols)
 {
 	static Oid	cached_relid = InvalidOid;
 	static int	cached_natts = 0;
-	static TaskColumns cached;
+	static JfTaskColumns cached;
 	TupleDesc	desc = RelationGetDescr(rel);
 
 	if (cached_relid != RelationGetRelid(rel) || cached_natts != desc->natts)
@@ -388,7 +362,7 @@ get_column(HeapTuple tuple, TupleDesc desc, int attnum, bool *isnull)
 
 /* Whether a task row is pending, or a timer row active. */
 static bool
-will_fire(HeapTuple tuple, TupleDesc desc, TaskColumns *cols)
+will_fire(HeapTuple tuple, TupleDesc desc, JfTaskColumns *cols)
 {
 	bool		isnull;
 	Datum		d;
@@ -415,7 +389,7 @@ will_fire(HeapTuple tuple, TupleDesc desc, TaskColumns *cols)
  * the row is to go out (jf_check_owner_role).
  */
 static void
-check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
+check_task(HeapTuple tuple, TupleDesc desc, JfTaskColumns *cols,
 		   bool is_insert, Datum *repl, bool *repl_null, bool *replace)
 {
 	bool		isnull;
@@ -571,135 +545,9 @@ check_task(HeapTuple tuple, TupleDesc desc, TaskColumns *cols,
 						GetUserNameFromId(DatumGetObjectId(d), true) : "?")));
 }
 
-static const char *
-state_name(Datum state)
-{
-	return DatumGetCString(DirectFunctionCall1(enum_out, state));
-}
-
-/*
- * The state machine of jobflow--0.1.0.sql, plus the redrive of 0.2.0.
- * Moves into and out of running belong to the worker: a role that could
- * mark its own task succeeded could hide a callback that never happened.
- * A failed or cancelled task may go back to pending (a redrive, returns
- * true): who may do that is decided by row-level security, which lets
- * tenants update pending rows only, so they redrive through
- * jobflow.retry().  A succeeded task is never sent again.
- */
-static bool
-check_transition(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc,
-				 TaskColumns *cols)
-{
-	bool		isnull;
-	const char *from = state_name(get_column(oldtup, desc, cols->state, &isnull));
-	const char *to = state_name(get_column(newtup, desc, cols->state, &isnull));
-	bool		privileged = jf_am_worker || superuser();
-	int64		id = DatumGetInt64(get_column(newtup, desc, column_number(desc, "id"), &isnull));
-
-	if (strcmp(from, to) == 0 && strcmp(from, "pending") == 0)
-		return false;
-	if ((strcmp(from, "failed") == 0 || strcmp(from, "cancelled") == 0) &&
-		strcmp(to, "pending") == 0 && cols->attempts_base > 0)
-		return true;
-	if (strcmp(from, "succeeded") == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("task %lld is already %s", (long long) id, from),
-				 errdetail("Succeeded tasks cannot change.")));
-	if (strcmp(from, "failed") == 0 || strcmp(from, "cancelled") == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("task %lld is already %s", (long long) id, from),
-				 errdetail("Failed and cancelled tasks can only go back to pending."),
-				 errhint("Use jobflow.retry() to run the task again.")));
-	if (strcmp(from, "pending") == 0 && strcmp(to, "cancelled") == 0)
-		return false;
-	if ((strcmp(from, "pending") == 0 && strcmp(to, "running") == 0) ||
-		(strcmp(from, "running") == 0 &&
-		 (strcmp(to, "succeeded") == 0 || strcmp(to, "failed") == 0 ||
-		  strcmp(to, "pending") == 0 || strcmp(to, "running") == 0)))
-	{
-		if (!privileged)
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("only the jobflow worker can move task %lld from %s to %s",
-							(long long) id, from, to)));
-		return false;
-	}
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("task %lld cannot move from %s to %s", (long long) id, from, to),
-			 errhint("A pending task can be cancelled or rescheduled.")));
-	return false;				/* keep compiler quiet */
-}
-
-/*
- * A redriven task gets a fresh attempt budget: the attempts it was given
- * last time (max_attempts - attempts_base) counted from the attempts it
- * has made.  attempts itself never goes back, so attempt numbers in
- * task_log and X-Jobflow-Attempt keep increasing and never repeat, and
- * the worker's absolute test (attempts against max_attempts) needs no
- * change.
- */
-static void
-redrive(HeapTuple oldtup, TupleDesc desc, TaskColumns *cols,
-		Datum *repl, bool *replace)
-{
-	bool		isnull;
-	int32		attempts = DatumGetInt32(get_column(oldtup, desc, cols->attempts, &isnull));
-	int32		max_attempts = DatumGetInt32(get_column(oldtup, desc, cols->max_attempts, &isnull));
-	int32		base = DatumGetInt32(get_column(oldtup, desc, cols->attempts_base, &isnull));
-	int32		budget = Max(max_attempts - base, 1);
-
-	if (attempts > PG_INT32_MAX - budget)
-		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("task has made too many attempts to be retried")));
-	repl[cols->max_attempts - 1] = Int32GetDatum(attempts + budget);
-	replace[cols->max_attempts - 1] = true;
-	repl[cols->attempts_base - 1] = Int32GetDatum(attempts);
-	replace[cols->attempts_base - 1] = true;
-}
-
-/*
- * Whether an update changes what the task sends.  Rules apply to what
- * enters the table or changes in it: a task stored under the rules of an
- * older version (0.1.0 let "http://127.1/" or two Content-Type headers in)
- * must still be retried, rescheduled or rescued by the worker, whose
- * updates only move state, times and counters.
- */
-static bool
-request_changed(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc,
-				TaskColumns *cols)
-{
-	int			attnums[] = {cols->url, cols->method, cols->headers, cols->body,
-		cols->content_type, cols->max_attempts, cols->timeout_ms, cols->queue,
-		cols->body_bytes};
-	int			i;
-
-	for (i = 0; i < lengthof(attnums); i++)
-	{
-		Form_pg_attribute att;
-		bool		old_null;
-		bool		new_null;
-		Datum		old_value;
-		Datum		new_value;
-
-		if (attnums[i] == 0)
-			continue;			/* no body_bytes column */
-		att = TupleDescAttr(desc, attnums[i] - 1);
-		old_value = get_column(oldtup, desc, attnums[i], &old_null);
-		new_value = get_column(newtup, desc, attnums[i], &new_null);
-		if (old_null != new_null ||
-			(!old_null && !datumIsEqual(old_value, new_value, att->attbyval, att->attlen)))
-			return true;
-	}
-	return false;
-}
-
 /* The run_at rules of check_task, for updates that leave the request alone. */
 static void
-check_run_at(HeapTuple tuple, TupleDesc desc, TaskColumns *cols)
+check_run_at(HeapTuple tuple, TupleDesc desc, JfTaskColumns *cols)
 {
 	bool		isnull;
 	Datum		d = get_column(tuple, desc, cols->run_at, &isnull);
@@ -725,7 +573,7 @@ void
 jf_check_request_row(HeapTuple tuple, TupleDesc desc, bool is_insert,
 						  Datum *repl, bool *repl_null, bool *replace)
 {
-	TaskColumns cols;
+	JfTaskColumns cols;
 
 	lookup_request_columns(desc, &cols, true);
 	check_task(tuple, desc, &cols, is_insert, repl, repl_null, replace);
@@ -739,7 +587,7 @@ jobflow_task_check(PG_FUNCTION_ARGS)
 	TupleDesc	desc;
 	HeapTuple	tuple;
 	HeapTuple	result;
-	TaskColumns cols;
+	JfTaskColumns cols;
 	Datum	   *repl;
 	bool	   *repl_null;
 	bool	   *replace;
@@ -761,16 +609,16 @@ jobflow_task_check(PG_FUNCTION_ARGS)
 
 	if (!is_insert)
 	{
-		if (check_transition(trigdata->tg_trigtuple, tuple, desc, &cols))
-			redrive(trigdata->tg_trigtuple, desc, &cols, repl, replace);
+		if (jf_task_check_transition(trigdata->tg_trigtuple, tuple, desc, &cols))
+			jf_task_redrive(trigdata->tg_trigtuple, desc, &cols, repl, replace);
 		repl[cols.updated_at - 1] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 		replace[cols.updated_at - 1] = true;
 	}
 
 	/* a pending task is about to be fired: hold it to the rules again */
-	pending = strcmp(state_name(get_column(tuple, desc, cols.state, &isnull)), "pending") == 0;
+	pending = strcmp(jf_task_state_name(get_column(tuple, desc, cols.state, &isnull)), "pending") == 0;
 	if (is_insert ||
-		(pending && request_changed(trigdata->tg_trigtuple, tuple, desc, &cols)))
+		(pending && jf_task_request_changed(trigdata->tg_trigtuple, tuple, desc, &cols)))
 		check_task(tuple, desc, &cols, is_insert, repl, repl_null, replace);
 	else if (pending)
 	{
