@@ -18,6 +18,8 @@ import glob
 import os
 import re
 
+from csource import blank_comments
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 # which folder may use which (src/README.md); "." is src/jobflow.c
@@ -42,36 +44,15 @@ TYPEDEF = re.compile(r"\}\s*(\w+)\s*;|^typedef\s+(?:struct|enum|union)?\s*[\w \t
 INCLUDE = re.compile(r'^#include\s+"([^"]+)"', re.M)
 SYSTEM_INCLUDE = re.compile(r"^#include\s+<([^>]+)>", re.M)
 NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+# a string or character literal on one line (comments are blanked first)
+LITERAL = re.compile(r"([\"'])(?:[^\"'\\\n]|\\.|(?!\1)[\"'])*\1")
 
 
 def blank(text):
     """text with comments and the contents of string and character
     literals replaced by spaces (newlines kept)."""
-    out = []
-    i = 0
-    n = len(text)
-    while i < n:
-        c = text[i]
-        if c == '"' or c == "'":
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            out.append(c + " " * (j - i - 1) + (c if j < n else ""))
-            i = j + 1
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(re.sub(r"[^\n]", " ", text[i:j]))
-            i = j
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out.append(" " * (j - i))
-            i = j
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+    return LITERAL.sub(lambda m: m.group(1) + " " * (len(m.group(0)) - 2) + m.group(1),
+                       blank_comments(text))
 
 
 def file_scope_variables(text):
