@@ -332,7 +332,7 @@ emit_all(Emitter *em)
 	up = jf_workers_up();
 	gauge(em, "jobflow_worker_up", up == jobflow_workers_per_database ? 1 : 0,
 		  "1 when every jobflow worker of the database runs.");
-	gauge(em, "jf_workers_up", up,
+	gauge(em, "jobflow_workers_up", up,
 		  "jobflow workers of the database running (of jobflow.workers_per_database).");
 	gauge(em, "jobflow_requests_in_flight", (double) jf_gauge_sum(offsetof(JfSlot, in_flight)),
 		  "HTTP requests being sent or awaiting their answer.");

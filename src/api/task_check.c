@@ -638,11 +638,7 @@ jobflow_task_check(PG_FUNCTION_ARGS)
 		}
 	}
 	if (pending)
-	{
-		bool		isnull;
-
 		jf_announce_task(DatumGetInt64(get_column(result, desc, cols.id, &isnull)),
 						 DatumGetTimestampTz(get_column(result, desc, cols.run_at, &isnull)));
-	}
 	return PointerGetDatum(result);
 }

@@ -26,6 +26,7 @@
 #include "catalog/namespace.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/lsyscache.h"
 #include "utils/builtins.h"
 

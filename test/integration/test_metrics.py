@@ -101,6 +101,22 @@ def test_metrics_follow_callbacks(db, receiver):
     assert value(after, "jobflow_worker_up", "jobflow_worker_up") == 1
 
 
+def test_workers_up_gauge_keeps_its_name(db):
+    """The gauge of the running workers is jobflow_workers_up, as the
+    operations guide names it: its value is jobflow.workers_per_database
+    when all of them run."""
+    per_db = int(one(db, "SHOW jobflow.workers_per_database"))
+    deadline = time.time() + 10
+    while True:
+        fams = families(db)
+        if "jobflow_workers_up" in fams and \
+                value(fams, "jobflow_workers_up", "jobflow_workers_up") == per_db:
+            break
+        assert time.time() < deadline, sorted(n for n in fams if "up" in n)
+        time.sleep(0.2)
+    assert "jf_workers_up" not in fams
+
+
 def outcome_deltas(before, after):
     return {s.labels["class"]: s.value - value(before, "jobflow_outcomes", "jobflow_outcomes_total",
                                                **{"class": s.labels["class"]})
