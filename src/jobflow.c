@@ -14,21 +14,21 @@
  */
 #include "postgres.h"
 
-#include "launcher/slots.h"
-#include "base/settings.h"
-#include "api/drops.h"
-#include "launcher/dropped_roles.h"
-#include "launcher/hook.h"
-#include "launcher/launcher.h"
-#include "launcher/prepared.h"
-#include "launcher/restore.h"
-
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "tcop/utility.h"
+
+#include "api/drops.h"
+#include "base/settings.h"
+#include "launcher/dropped_roles.h"
+#include "launcher/hook.h"
+#include "launcher/launcher.h"
+#include "launcher/prepared.h"
+#include "launcher/restore.h"
+#include "launcher/slots.h"
 
 /* 18+: name and version shown by pg_get_loaded_modules() */
 #ifdef PG_MODULE_MAGIC_EXT

@@ -25,12 +25,6 @@
  */
 #include "postgres.h"
 
-#include "launcher/slots.h"
-#include "launcher/wake.h"
-
-#include "launcher/prepared.h"
-#include "api/triggers.h"
-
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "commands/trigger.h"
@@ -40,6 +34,11 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+
+#include "api/triggers.h"
+#include "launcher/prepared.h"
+#include "launcher/slots.h"
+#include "launcher/wake.h"
 
 /* what this transaction changed, in TopTransactionContext */
 static int64 *timer_ids = NULL;

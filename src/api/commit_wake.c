@@ -18,12 +18,6 @@
  */
 #include "postgres.h"
 
-#include "api/commit_wake.h"
-#include "base/compat.h"
-#include "api/triggers.h"
-#include "launcher/prepared.h"
-#include "launcher/wake.h"
-
 #include "access/xact.h"
 #include "commands/trigger.h"
 #include "fmgr.h"
@@ -31,6 +25,12 @@
 #include "storage/proc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+
+#include "api/commit_wake.h"
+#include "api/triggers.h"
+#include "base/compat.h"
+#include "launcher/prepared.h"
+#include "launcher/wake.h"
 
 /*
  * What the statement trigger announces: the ids and earliest due time of

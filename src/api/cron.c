@@ -15,11 +15,6 @@
  */
 #include "postgres.h"
 
-#include "api/quota.h"
-#include "api/task_check.h"
-#include "api/triggers.h"
-#include "base/cron_zone.h"
-
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
@@ -28,6 +23,11 @@
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+
+#include "api/quota.h"
+#include "api/task_check.h"
+#include "api/triggers.h"
+#include "base/cron_zone.h"
 
 #define CRON_NAME_MAX		200
 

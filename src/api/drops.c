@@ -26,11 +26,6 @@
  */
 #include "postgres.h"
 
-#include "api/drops.h"
-#include "api/tenant_api.h"
-#include "base/locks.h"
-#include "launcher/dropped_roles.h"
-
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -51,6 +46,11 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+
+#include "api/drops.h"
+#include "api/tenant_api.h"
+#include "base/locks.h"
+#include "launcher/dropped_roles.h"
 
 typedef struct AsOwner
 {

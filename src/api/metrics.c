@@ -16,16 +16,16 @@
  */
 #include "postgres.h"
 
-#include "base/metrics.h"
-#include "http/http.h"
-#include "launcher/slots.h"
-
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/float.h"
 #include "utils/tuplestore.h"
+
+#include "base/metrics.h"
+#include "http/http.h"
+#include "launcher/slots.h"
 
 static const char *const hist_name[JF_NHIST] = {
 	"jobflow_lateness_seconds",

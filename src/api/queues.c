@@ -19,11 +19,7 @@
  */
 #include "postgres.h"
 
-#include "api/as_owner.h"
-#include "api/quota.h"
-#include "api/task_check.h"
-#include "api/tenant_api.h"
-#include "base/settings.h"
+#include <math.h>
 
 #include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
@@ -38,7 +34,11 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include <math.h>
+#include "api/as_owner.h"
+#include "api/quota.h"
+#include "api/task_check.h"
+#include "api/tenant_api.h"
+#include "base/settings.h"
 
 #define MAX_CONCURRENT_LIMIT 1000000
 #define PRIORITY_LIMIT 1000

@@ -22,15 +22,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "base/settings.h"
-#include "api/quota.h"
-
 #include "postgres.h"
-
-#include "launcher/slots.h"
-#include "api/as_owner.h"
-#include "base/locks.h"
-#include "launcher/restore.h"
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -38,6 +30,13 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/snapmgr.h"
+
+#include "api/quota.h"
+#include "api/as_owner.h"
+#include "base/locks.h"
+#include "base/settings.h"
+#include "launcher/restore.h"
+#include "launcher/slots.h"
 
 /*
  * Count the owner's rows with a snapshot that sees every commit before

@@ -30,11 +30,11 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
-#include "api/as_owner.h"
-#include "core/fair.h"
 #include "api/secrets.h"
-#include "api/url_check.h"
+#include "api/as_owner.h"
 #include "api/tenant_api.h"
+#include "api/url_check.h"
+#include "core/fair.h"
 
 #define SECRET_NAME_MAX 63
 #define SECRET_VALUE_MAX 8192

@@ -79,8 +79,6 @@ jobflow_webhook_signature(PG_FUNCTION_ARGS)
 												VARSIZE_ANY_EXHDR(body))));
 }
 
-
-
 /*
  * jobflow.create_signing_secret(for_role regrole, grace interval) RETURNS
  * text: a new secret for the role, returned this once.  Secrets the role

@@ -12,15 +12,15 @@
  */
 #include "postgres.h"
 
-#include "launcher/slots.h"
-#include "launcher/wake.h"
-
 #include "access/htup_details.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/spin.h"
 #include "utils/timestamp.h"
+
+#include "launcher/slots.h"
+#include "launcher/wake.h"
 
 PG_FUNCTION_INFO_V1(jobflow_wake_horizon);
 Datum

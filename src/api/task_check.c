@@ -17,17 +17,7 @@
  */
 #include "postgres.h"
 
-#include "launcher/slots.h"
-#include "base/settings.h"
-#include "api/task_check.h"
-#include "api/task_columns.h"
-#include "api/task_state.h"
-#include "api/url_check.h"
-#include "api/triggers.h"
-#include "api/commit_wake.h"
-#include "launcher/prepared.h"
-#include "api/secrets.h"
-#include "api/tenant_api.h"
+#include <arpa/inet.h>
 
 #include "access/detoast.h"
 #include "access/htup_details.h"
@@ -48,7 +38,17 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
-#include <arpa/inet.h>
+#include "api/task_check.h"
+#include "api/commit_wake.h"
+#include "api/secrets.h"
+#include "api/task_columns.h"
+#include "api/task_state.h"
+#include "api/tenant_api.h"
+#include "api/triggers.h"
+#include "api/url_check.h"
+#include "base/settings.h"
+#include "launcher/prepared.h"
+#include "launcher/slots.h"
 
 #define QUEUE_MAX_LENGTH	63
 #define HEADER_NAME_MAX		256

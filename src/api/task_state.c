@@ -14,13 +14,13 @@
  */
 #include "postgres.h"
 
-#include "api/task_state.h"
-#include "launcher/slots.h"
-
 #include "access/htup_details.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+
+#include "api/task_state.h"
+#include "launcher/slots.h"
 
 /* A column of a row (heap_getattr is a macro; this keeps calls short). */
 static Datum

@@ -36,10 +36,8 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "api/as_owner.h"
-#include "postgres.h"
-
 #include "api/tenant_api.h"
+#include "api/as_owner.h"
 
 /*
  * Become the owner of jobflow.<relname>, in a restricted security context

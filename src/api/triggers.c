@@ -8,11 +8,11 @@
  */
 #include "postgres.h"
 
-#include "api/triggers.h"
-
 #include "commands/trigger.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+
+#include "api/triggers.h"
 
 /*
  * The trigger functions read columns by name and keep per-relation state:

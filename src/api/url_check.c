@@ -13,11 +13,11 @@
  */
 #include "postgres.h"
 
-#include "api/url_check.h"
-
 #include <arpa/inet.h>
 
 #include "mb/pg_wchar.h"
+
+#include "api/url_check.h"
 
 #define URL_MAX_LENGTH		8192
 #define HOST_MAX_LENGTH		253		/* RFC 1035: a name in text form */

@@ -11,10 +11,12 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "base/compat.h"
+#include "postgres.h"
 
 #include "utils/guc.h"
 #include "utils/wait_event.h"
+
+#include "base/compat.h"
 
 /*
  * The wait event info for one of the worker's waits, registered in shared

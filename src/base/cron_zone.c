@@ -18,11 +18,11 @@
 
 #include <time.h>
 
-#include "base/cron_zone.h"
-
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+
+#include "base/cron_zone.h"
 
 /* Seconds between the Unix epoch and PostgreSQL's (2000-01-01). */
 #define CRON_EPOCH_DIFF_S \

@@ -22,9 +22,9 @@
  */
 #include "postgres.h"
 
-#include "base/metrics.h"
-
 #include "port/atomics.h"
+
+#include "base/metrics.h"
 
 /* where this process's observations go: set by the worker (jf_metrics_attach) */
 static JfMetricsShared *figures = NULL;

@@ -16,14 +16,14 @@
 
 #include <limits.h>
 
-#include "base/fault.h"
-#include "base/settings.h"
-#include "http/http.h"
-
 #include "access/xact.h"
-#include "miscadmin.h"
 #include "commands/dbcommands.h"
+#include "miscadmin.h"
 #include "utils/guc.h"
+
+#include "base/settings.h"
+#include "base/fault.h"
+#include "http/http.h"
 
 char	   *jobflow_database_name = NULL;
 int			jobflow_max_databases = 8;

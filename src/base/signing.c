@@ -20,8 +20,6 @@
  */
 #include "postgres.h"
 
-#include "base/signing.h"
-
 #include "catalog/pg_type.h"
 #include "common/base64.h"
 #include "common/hmac.h"
@@ -30,6 +28,8 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+
+#include "base/signing.h"
 
 /* The Standard Webhooks message id of a task: the same on every attempt. */
 char *

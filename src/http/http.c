@@ -149,8 +149,6 @@ start_queued(JfHttp *h)
 		jf_http_req_start(h, r);
 }
 
-
-
 /*
  * Queue a request and start it at once if the caps allow (adding a handle
  * only arms curl's timer; the I/O happens in jf_http_perform()).

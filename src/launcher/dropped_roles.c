@@ -16,11 +16,11 @@
  */
 #include "postgres.h"
 
-#include "launcher/dropped_roles.h"
-
 #include "access/xact.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
+
+#include "launcher/dropped_roles.h"
 
 /* roles one DROP ROLE transaction publishes (more: workers sweep all) */
 #define MAX_DROPPED_LOCAL 64

@@ -12,9 +12,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "launcher/hook.h"
-#include "launcher/internal.h"
-#include "base/compat.h"
+#include "postgres.h"
 
 #include <signal.h>
 
@@ -29,6 +27,10 @@
 #include "storage/spin.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
+
+#include "launcher/hook.h"
+#include "base/compat.h"
+#include "launcher/internal.h"
 
 #define HOLD_EXTRA_MS 10000		/* a held worker's exit, after its grace */
 

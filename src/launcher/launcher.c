@@ -36,10 +36,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "launcher/launcher.h"
-#include "launcher/internal.h"
-#include "base/compat.h"
-
+#include "postgres.h"
 
 #include "access/heapam.h"
 #include "access/htup_details.h"
@@ -61,6 +58,10 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+
+#include "launcher/launcher.h"
+#include "base/compat.h"
+#include "launcher/internal.h"
 
 #define MAX_PROBES 2			/* probe workers at once */
 #define MAX_PENDING 1024		/* requests the launcher keeps for later */

@@ -33,13 +33,15 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "launcher/prepared.h"
-#include "launcher/wake.h"
+#include "postgres.h"
 
 #include "access/xact.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+
+#include "launcher/prepared.h"
+#include "launcher/wake.h"
 
 StaticAssertDecl(JF_GID_SIZE == GIDSIZE, "JF_GID_SIZE must be GIDSIZE");
 

@@ -18,9 +18,6 @@
  */
 #include "postgres.h"
 
-#include "launcher/restore.h"
-#include "launcher/slots.h"
-
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "miscadmin.h"
@@ -32,6 +29,9 @@
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
 #include "utils/rls.h"
+
+#include "launcher/restore.h"
+#include "launcher/slots.h"
 
 /* sessions restoring at once, cluster-wide (pg_restore -j N uses N + 1) */
 #define MAX_RESTORERS 64
@@ -243,8 +243,6 @@ jf_restore_in_progress(void)
 	}
 	return found;
 }
-
-
 
 /*
  * COPY FROM into jobflow's tables with their id columns, or into its log:

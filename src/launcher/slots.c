@@ -16,9 +16,6 @@
  */
 #include "postgres.h"
 
-#include "launcher/internal.h"
-#include "launcher/slots.h"
-
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
 #include "storage/ipc.h"
@@ -28,6 +25,9 @@
 #include "storage/spin.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+
+#include "launcher/slots.h"
+#include "launcher/internal.h"
 
 JfLauncherShared *jf_ls = NULL;
 

@@ -16,12 +16,12 @@
  */
 #include "postgres.h"
 
-#include "launcher/slots.h"
-#include "launcher/wake.h"
-
 #include "miscadmin.h"
 #include "storage/spin.h"
 #include "utils/timestamp.h"
+
+#include "launcher/wake.h"
+#include "launcher/slots.h"
 
 /*
  * Hand the worker what a committed transaction needs it to load, and wake

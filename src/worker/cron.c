@@ -18,11 +18,6 @@
  */
 #include "postgres.h"
 
-#include "base/cron_zone.h"
-#include "launcher/restore.h"
-#include "launcher/slots.h"
-#include "worker/cron.h"
-
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -31,6 +26,11 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+
+#include "worker/cron.h"
+#include "base/cron_zone.h"
+#include "launcher/restore.h"
+#include "launcher/slots.h"
 
 /* an occurrence later than this is "missed" and follows the timer's policy */
 #define CRON_GRACE_US		(5 * USECS_PER_SEC)

@@ -27,15 +27,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "worker/state.h"
-#include "worker/feed.h"
-#include "worker/dispatch.h"
-#include "worker/log_writer.h"
-
-#include "base/fault.h"
-#include "worker/guard.h"
-#include "base/signing.h"
-#include "worker/xact.h"
+#include "postgres.h"
 
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
@@ -46,6 +38,14 @@
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 
+#include "worker/dispatch.h"
+#include "base/fault.h"
+#include "base/signing.h"
+#include "worker/feed.h"
+#include "worker/guard.h"
+#include "worker/log_writer.h"
+#include "worker/state.h"
+#include "worker/xact.h"
 
 /* What the worker remembers of a request in flight (the result's user). */
 typedef struct InFlight

@@ -32,15 +32,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "worker/state.h"
-#include "worker/feed.h"
-#include "worker/log_writer.h"
-#include "worker/cron.h"
-
-#include "base/fault.h"
-#include "worker/guard.h"
-#include "core/hash.h"
-#include "worker/xact.h"
+#include "postgres.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -53,6 +45,15 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+
+#include "worker/feed.h"
+#include "base/fault.h"
+#include "core/hash.h"
+#include "worker/cron.h"
+#include "worker/guard.h"
+#include "worker/log_writer.h"
+#include "worker/state.h"
+#include "worker/xact.h"
 
 /* task id -> wheel handle, or parked in its fair-share queue: 24 bytes */
 typedef struct TaskMapEntry

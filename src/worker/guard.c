@@ -26,15 +26,6 @@
  */
 #include "postgres.h"
 
-#include "base/settings.h"
-#include "base/metrics.h"
-#include "base/locks.h"
-#include "launcher/dropped_roles.h"
-#include "launcher/restore.h"
-#include "worker/guard.h"
-#include "worker/state.h"
-#include "worker/xact.h"
-
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -46,6 +37,15 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
+
+#include "worker/guard.h"
+#include "base/locks.h"
+#include "base/metrics.h"
+#include "base/settings.h"
+#include "launcher/dropped_roles.h"
+#include "launcher/restore.h"
+#include "worker/state.h"
+#include "worker/xact.h"
 
 /* more roles gone than this at one look: one sweep of every owner */
 #define MAX_TARGETED 1000

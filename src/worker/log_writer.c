@@ -33,10 +33,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "worker/state.h"
-#include "worker/log_writer.h"
-#include "base/fault.h"
-#include "worker/xact.h"
+#include "postgres.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -47,6 +44,11 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
+
+#include "worker/log_writer.h"
+#include "base/fault.h"
+#include "worker/state.h"
+#include "worker/xact.h"
 
 static const char *const outcome_names[] = {
 	"succeeded", "retry", "failed", "interrupted", "unsent"

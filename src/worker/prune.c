@@ -46,9 +46,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "worker/state.h"
-
-#include "base/fault.h"
+#include "postgres.h"
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -56,7 +54,9 @@
 #include "utils/timestamp.h"
 
 #include "worker/prune.h"
+#include "base/fault.h"
 #include "worker/queues.h"
+#include "worker/state.h"
 #include "worker/xact.h"
 
 #define PRUNE_SLACK_MS		2

@@ -16,19 +16,19 @@
  */
 #include "postgres.h"
 
-#include "worker/state.h"
-#include "base/metrics.h"
-#include "worker/guard.h"
-#include "worker/queues.h"
-#include "worker/xact.h"
-
-#include "catalog/pg_type.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/array.h"
-#include "utils/lsyscache.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "worker/queues.h"
+#include "base/metrics.h"
+#include "worker/guard.h"
+#include "worker/state.h"
+#include "worker/xact.h"
 
 /*
  * One row's settings (columns from first on: paused, max_concurrent,

@@ -15,21 +15,21 @@
  */
 #include "postgres.h"
 
-#include "base/settings.h"
-#include "launcher/slots.h"
-#include "worker/schema_version.h"
-
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
-#include "utils/syscache.h"
-#include "access/table.h"
-#include "access/genam.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
+
+#include "worker/schema_version.h"
+#include "base/settings.h"
+#include "launcher/slots.h"
 
 /* extversion of jobflow in this database, palloc'd; NULL when absent */
 static char *

@@ -19,24 +19,26 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "worker/state.h"
-#include "worker/feed.h"
-#include "worker/dispatch.h"
-#include "worker/log_writer.h"
-#include "worker/worker.h"
-#include "worker/cron.h"
-#include "launcher/restore.h"
-#include "launcher/prepared.h"
-#include "base/compat.h"
-#include "worker/schema_version.h"
-
-#include "base/fault.h"
-#include "worker/guard.h"
-#include "worker/prune.h"
-#include "worker/queues.h"
-#include "worker/xact.h"
+#include "postgres.h"
 
 #include <sys/resource.h>
+
+#include "worker/worker.h"
+#include "base/compat.h"
+#include "base/fault.h"
+#include "launcher/prepared.h"
+#include "launcher/restore.h"
+#include "worker/cron.h"
+#include "worker/dispatch.h"
+#include "worker/feed.h"
+#include "worker/guard.h"
+#include "worker/log_writer.h"
+#include "worker/prune.h"
+#include "worker/queues.h"
+#include "worker/schema_version.h"
+#include "worker/state.h"
+#include "worker/xact.h"
+
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif

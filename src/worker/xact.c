@@ -13,15 +13,15 @@
  */
 #include "postgres.h"
 
-#include "launcher/slots.h"
-#include "worker/xact.h"
-
 #include "access/xact.h"
 #include "executor/spi.h"
 #include "pgstat.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+
+#include "worker/xact.h"
+#include "launcher/slots.h"
 
 /* the memory context current when the worker's transaction began */
 static MemoryContext xact_caller_cxt = NULL;
