@@ -224,26 +224,22 @@ def unqualified_includes(tree):
     return bad
 
 
+def outside(tree, home, pattern, verb):
+    """Where pattern (its first group named) is found but in the file home."""
+    return ["%s %s %s" % (p, verb, m.group(1))
+            for p in tree.paths if p != home
+            for m in re.finditer(pattern, tree.text[p])]
+
+
 def hook_assignments(tree):
     """Hooks assigned anywhere but src/jobflow.c."""
-    bad = []
-    for p in tree.paths:
-        if p == "jobflow.c":
-            continue
-        for m in re.finditer(r"\b(\w+_hook)\s*=(?!=)", tree.text[p]):
-            bad.append("%s assigns %s" % (p, m.group(1)))
-    return bad
+    return outside(tree, "jobflow.c", r"\b(\w+_hook)\s*=(?!=)", "assigns")
 
 
 def settings_outside_settings(tree):
     """Settings defined anywhere but src/base/settings.c."""
-    bad = []
-    for p in tree.paths:
-        if p == "base/settings.c":
-            continue
-        for m in re.finditer(r"\b(DefineCustom\w+Variable|MarkGUCPrefixReserved)\s*\(", tree.text[p]):
-            bad.append("%s calls %s" % (p, m.group(1)))
-    return bad
+    return outside(tree, "base/settings.c",
+                   r"\b(DefineCustom\w+Variable|MarkGUCPrefixReserved)\s*\(", "calls")
 
 
 def postgres_in_plain_c(tree):
