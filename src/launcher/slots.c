@@ -29,6 +29,8 @@
 #include "launcher/slots.h"
 #include "launcher/internal.h"
 
+static void slot_init(JfSlot *s);
+
 JfLauncherShared *jf_ls = NULL;
 
 /* the worker's slot; NULL elsewhere (readers use jf_db_slot) */
@@ -70,7 +72,7 @@ jf_slots_shmem_init(void)
 	/* unlike any incarnation a worker registered before a crash carries */
 	jf_ls->next_incarnation = (uint32) (GetCurrentTimestamp() / 1000);
 	for (i = 0; i < jf_slots_count(); i++)
-		jf_slot_init(&jf_ls->slots[i]);
+		slot_init(&jf_ls->slots[i]);
 }
 
 /*
@@ -375,8 +377,8 @@ jf_worker_recheck_pending(void)
 
 
 /* A free slot, with its locks and atomics set up. */
-void
-jf_slot_init(JfSlot *s)
+static void
+slot_init(JfSlot *s)
 {
 	pg_atomic_uint64 *c;
 
@@ -475,7 +477,7 @@ jf_reader_slot(void)
 	if (empty == NULL)
 	{
 		empty = MemoryContextAlloc(TopMemoryContext, sizeof(JfSlot));
-		jf_slot_init(empty);
+		slot_init(empty);
 	}
 	return empty;
 }

@@ -172,8 +172,7 @@ extern JfSlot *jf_reader_slot(void);
 extern uint64 jf_gauge_sum(size_t offset);
 extern int	jf_workers_up(void);
 
-/* the launcher: a free slot, and a slot's figures from zero */
-extern void jf_slot_init(JfSlot *s);
+/* the launcher: a slot's figures from zero, before it serves a database */
 extern void jf_slot_reset(JfSlot *s);
 
 /* the worker: its slot before it connects, and how it leaves */

@@ -68,8 +68,8 @@ static bool roles_callback = false;
  * restore that left the sequences out.  Runs in the caller's transaction,
  * with SPI connected.
  */
-bool
-jf_guard_sequences_behind(void)
+static bool
+sequences_lag(void)
 {
 	int			ret;
 	uint64		i;
@@ -107,7 +107,7 @@ jf_guard_may_materialise(bool *sequences_behind)
 	*sequences_behind = false;
 	if (jf_restore_in_progress())
 		return false;
-	*sequences_behind = jf_guard_sequences_behind();
+	*sequences_behind = sequences_lag();
 	return !*sequences_behind;
 }
 

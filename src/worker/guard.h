@@ -19,7 +19,6 @@ extern uint32 jf_guard_generation(void);
 
 /* worker: sequences behind their tables, restores in progress */
 extern bool jf_guard_may_materialise(bool *sequences_behind);
-extern bool jf_guard_sequences_behind(void);
 
 /* worker: what dropped roles left, looked for at most once an interval */
 extern bool jf_guard_roles_due(int64 now_ms);
