@@ -46,6 +46,7 @@ int			jobflow_reconcile_ms = 5000;
 int			jobflow_shutdown_grace_ms = 5000;
 char	   *jobflow_deny_networks = NULL;
 char	   *jobflow_allow_networks = NULL;
+char	   *jobflow_tls_ca_file = NULL;
 bool		jobflow_follow_cross_origin_redirects = false;
 int			jobflow_retention_s = 7 * 86400;
 int			jobflow_prune_batch_size = 100;
@@ -94,6 +95,22 @@ check_networks(char **newval, void **extra, GucSource source)
 	if (jf_http_check_networks(*newval, err, sizeof(err)))
 		return true;
 	GUC_check_errdetail("The list must hold IPv4 or IPv6 addresses with optional /bits and :port (an IPv6 address between brackets when a port follows, as in [2001:db8::]/32:443), but has an %s.", err);
+	return false;
+}
+
+/*
+ * The worker reads the file when it opens a TLS connection, relative to
+ * its data directory if the path were relative: an absolute path (or
+ * empty, for libcurl's own bundle) avoids that surprise.  Whether the
+ * file holds certificates shows at the first connection, as a TLS
+ * outcome that names it.
+ */
+static bool
+check_ca_file(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || (*newval)[0] == '\0' || (*newval)[0] == '/')
+		return true;
+	GUC_check_errdetail("The path must be absolute, or empty for the system's certificate bundle.");
 	return false;
 }
 
@@ -375,6 +392,11 @@ jf_settings_define(void)
 							   "Unspecified addresses (0.0.0.0/8, ::) are refused whatever the lists.",
 							   &jobflow_allow_networks, "",
 							   PGC_SIGHUP, 0, check_networks, NULL, NULL);
+	DefineCustomStringVariable("jobflow.tls_ca_file",
+							   "File of the certificate authorities the worker trusts for https:// callbacks.",
+							   "An absolute path to a PEM bundle; empty: the bundle libcurl was built with (the system's).",
+							   &jobflow_tls_ca_file, "",
+							   PGC_SIGHUP, 0, check_ca_file, NULL, NULL);
 	DefineCustomBoolVariable("jobflow.follow_cross_origin_redirects",
 							 "Whether redirects to another scheme, host or port are followed.",
 							 "When on, such a hop carries none of the task's headers, "

@@ -386,7 +386,8 @@ apply_config(JfHttp *h, const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 {
 	char	   *ua = NULL,
 			   *proxy = NULL,
-			   *doh_url = NULL;
+			   *doh_url = NULL,
+			   *ca_file = NULL;
 	JfNet	   *deny = NULL,
 			   *allow = NULL;
 	int			ndeny,
@@ -402,7 +403,8 @@ apply_config(JfHttp *h, const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 	}
 	if (!jf_http_dup_opt(cfg->user_agent, &ua) ||
 		!jf_http_dup_opt(cfg->proxy, &proxy) ||
-		!jf_http_dup_opt(cfg->doh_url && cfg->doh_url[0] ? cfg->doh_url : NULL, &doh_url))
+		!jf_http_dup_opt(cfg->doh_url && cfg->doh_url[0] ? cfg->doh_url : NULL, &doh_url) ||
+		!jf_http_dup_opt(cfg->ca_file && cfg->ca_file[0] ? cfg->ca_file : NULL, &ca_file))
 		goto oom;
 	for (int i = 0; cfg->resolve && cfg->resolve[i]; i++)
 	{
@@ -415,11 +417,14 @@ apply_config(JfHttp *h, const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 	free(h->user_agent);
 	free(h->proxy);
 	free(h->doh_url);
+	free(h->ca_file);
 	free(h->deny);
 	free(h->allow);
 	curl_slist_free_all(h->resolve);
 	h->resolve = resolve;
 	h->doh_url = doh_url;
+	h->ca_file = ca_file;
+	h->no_capath = ca_file != NULL || curl_version_info(CURLVERSION_NOW)->cainfo != NULL;
 	h->follow_cross_origin = cfg->follow_cross_origin;
 	h->user_agent = ua;
 	h->proxy = proxy;
@@ -442,6 +447,7 @@ oom:
 	free(ua);
 	free(proxy);
 	free(doh_url);
+	free(ca_file);
 	set_err(errbuf, errlen, "out of memory");
 	return false;
 }
@@ -483,6 +489,14 @@ jf_http_create(const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 		set_err(errbuf, errlen, "could not configure the curl multi handle");
 		goto fail;
 	}
+	/* one thread: the share needs no lock callbacks */
+	h->share = curl_share_init();
+	if (h->share == NULL ||
+		curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK)
+	{
+		set_err(errbuf, errlen, "could not set up the TLS session cache");
+		goto fail;
+	}
 	if (!apply_config(h, cfg, errbuf, errlen))
 		goto fail;
 	return h;
@@ -490,6 +504,8 @@ jf_http_create(const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 fail:
 	if (h->multi)
 		curl_multi_cleanup(h->multi);
+	if (h->share)
+		curl_share_cleanup(h->share);
 	if (h->epfd >= 0)
 		close(h->epfd);
 	(void) jf_http_queue_destroy(h);	/* nothing was queued yet */
@@ -551,10 +567,13 @@ jf_http_destroy(JfHttp *h)
 		curl_easy_cleanup(h->pool[i]);
 	/* closes cached connections, which still talks to our epoll fd */
 	curl_multi_cleanup(h->multi);
+	/* after every handle that used it is gone */
+	curl_share_cleanup(h->share);
 	close(h->epfd);
 	free(h->user_agent);
 	free(h->proxy);
 	free(h->doh_url);
+	free(h->ca_file);
 	free(h->deny);
 	free(h->allow);
 	curl_slist_free_all(h->resolve);

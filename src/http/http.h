@@ -131,6 +131,9 @@ typedef struct JfHttpConfig
 	const char *doh_url;		/* NULL or "": the system's resolver; else
 								 * names are resolved by DNS over HTTPS at
 								 * this URL (CURLOPT_DOH_URL), for tests */
+	const char *ca_file;		/* NULL or "": libcurl's default CA bundle;
+								 * else the PEM file of the certificate
+								 * authorities trusted for https */
 } JfHttpConfig;
 
 typedef struct JfHttpRequest

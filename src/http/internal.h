@@ -105,6 +105,10 @@ struct JfHttp
 	char	   *user_agent;
 	char	   *proxy;
 	char	   *doh_url;		/* NULL: the system's resolver */
+	char	   *ca_file;		/* NULL: libcurl's default CA bundle */
+	bool		no_capath;		/* no CA directory, only a bundle: see
+								 * request.c */
+	CURLSH	   *share;			/* TLS sessions, for every handle */
 	bool		timer_set;
 	int64_t		timer_deadline_us;	/* CLOCK_MONOTONIC */
 	uint64_t	next_seq;
@@ -169,13 +173,14 @@ extern void jf_http_req_set_error(JfReq *r, int kind, const char *msg);
 extern void jf_http_req_done(JfHttp *h, JfReq *r);
 extern void jf_http_req_free(JfReq *r, bool with_result_body);
 
-/* queue.c */
 /* networks.c: whether curl's socket address is denied */
 struct sockaddr;
 extern bool jf_http_sockaddr_denied(const JfHttp *h, const struct sockaddr *sa);
 
 extern bool jf_http_parse_networks(const char *list, JfNet **out, int *n,
 								   char *errbuf, size_t errlen);
+
+/* queue.c */
 extern bool jf_http_queue_init(JfHttp *h);
 extern JfReq *jf_http_queue_destroy(JfHttp *h);
 extern bool jf_http_queue_push(JfHttp *h, JfReq *r, const char *key);

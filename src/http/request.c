@@ -643,6 +643,21 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	SETOPT(CURLOPT_OPENSOCKETDATA, r);
 	SETOPT(CURLOPT_PREREQFUNCTION, prereq_cb);
 	SETOPT(CURLOPT_PREREQDATA, r);
+
+	/*
+	 * TLS: sessions are resumed across handles (the share), the CA store is
+	 * parsed once and cached in the multi handle (which curl does only when
+	 * no CA directory is set), and a burst to an HTTP/2 receiver waits for
+	 * the first connection's ALPN and multiplexes on it rather than opening
+	 * one connection per request.
+	 */
+	if (h->share)
+		SETOPT(CURLOPT_SHARE, h->share);
+	if (h->ca_file)
+		SETOPT(CURLOPT_CAINFO, h->ca_file);
+	if (h->no_capath)
+		SETOPT(CURLOPT_CAPATH, (char *) NULL);
+	SETOPT(CURLOPT_PIPEWAIT, 1L);
 	if (h->resolve)
 		SETOPT(CURLOPT_RESOLVE, h->resolve);
 	if (h->doh_url)

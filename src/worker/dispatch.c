@@ -111,6 +111,7 @@ http_config(void)
 	cfg.allow_networks = jobflow_allow_networks;
 	cfg.follow_cross_origin = jobflow_follow_cross_origin_redirects;
 	cfg.doh_url = jobflow_test_doh_url;
+	cfg.ca_file = jobflow_tls_ca_file;
 	return cfg;
 }
 
