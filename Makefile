@@ -27,6 +27,7 @@ OBJS = \
 	src/http/networks.o \
 	src/http/queue.o \
 	src/http/request.o \
+	src/http/sockets.o \
 	src/base/compat.o \
 	src/base/cron_zone.o \
 	src/base/fault.o \

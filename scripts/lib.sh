@@ -47,7 +47,17 @@ ensure_packages() {
 	if [ ${#missing[@]} -gt 0 ]; then
 		log "installing ${missing[*]}"
 		$SUDO apt-get update -q
-		$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+		# packages install services (nginx's on port 80, a cluster) that we
+		# never use: keep them from starting, as in a container image
+		local policy=""
+		if [ ! -e /usr/sbin/policy-rc.d ]; then
+			policy=/usr/sbin/policy-rc.d
+			printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+			$SUDO chmod 755 "$policy"
+		fi
+		$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" ||
+			{ [ -z "$policy" ] || $SUDO rm -f "$policy"; return 1; }
+		[ -z "$policy" ] || $SUDO rm -f "$policy"
 	fi
 	# Debian's postgresql package may start its own cluster; we never use it.
 }

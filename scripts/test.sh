@@ -164,7 +164,7 @@ test_server() {
 	trap - EXIT
 }
 
-ensure_packages prometheus-postgres-exporter python3-prometheus-client
+ensure_packages prometheus-postgres-exporter python3-prometheus-client nginx-light openssl
 PORT=${JOBFLOW_TEST_PORT:-54329}
 if [ -n "$EXPLICIT_PG_CONFIG" ]; then
 	test_server "pg$("$EXPLICIT_PG_CONFIG" --version | sed 's/[^0-9]*\([0-9]*\).*/\1/')" "$EXPLICIT_PG_CONFIG" "$PORT"

@@ -569,6 +569,7 @@ jf_http_destroy(JfHttp *h)
 	curl_multi_cleanup(h->multi);
 	/* after every handle that used it is gone */
 	curl_share_cleanup(h->share);
+	jf_http_sockets_destroy(h);
 	close(h->epfd);
 	free(h->user_agent);
 	free(h->proxy);

@@ -3,7 +3,7 @@
  * internal.h
  *	  What the files of jobflow's HTTP dispatcher share (not installed).
  *
- * The dispatcher is one module in four files:
+ * The dispatcher is one module in five files:
  *
  *	http.c			the public API: life cycle, submission, driving curl's
  *					multi handle through epoll, handing out results
@@ -14,6 +14,8 @@
  *					an address against them
  *	queue.c			admission: per-host FIFOs of waiting requests and the
  *					heap of hosts that can start one
+ *	sockets.c		the sockets of kept HTTP/1 connections, to tell at
+ *					reuse whether the server has closed one meanwhile
  *
  * Only these files include this header; the worker sees http.h alone.
  * Functions shared between the files are prefixed jf_http_ (jf_http_req_
@@ -38,6 +40,9 @@
 /* defined in queue.c; the other files only pass it around */
 typedef struct JfHost JfHost;
 
+/* defined in sockets.c */
+typedef struct JfSocketEntry JfSocketEntry;
+
 /* One entry of deny_networks or allow_networks: an address prefix. */
 typedef struct JfNet
 {
@@ -52,6 +57,8 @@ typedef enum JfRefused
 {
 	JF_REFUSED_NONE = 0,
 	JF_REFUSED_RESEND,			/* curl's silent re-send after no answer */
+	JF_REFUSED_STALE,			/* a reused connection the server closed:
+								 * nothing was sent, start again */
 	JF_REFUSED_CROSS_ORIGIN,	/* a redirect to another origin */
 	JF_REFUSED_CROSS_ORIGIN_BODY	/* the same, allowed, but with a body */
 } JfRefused;
@@ -89,6 +96,7 @@ typedef struct JfReq
 	JfRefused	refused;		/* a request was refused by prereq_cb */
 	int			sends;			/* requests sent in this transfer so far */
 	bool		answered;		/* a response began since the last send */
+	int			restarts;		/* starts again after a stale connection */
 	JfHttpResult res;
 } JfReq;
 
@@ -129,6 +137,10 @@ struct JfHttp
 	int			ndeny;
 	JfNet	   *allow;			/* allow_networks, parsed */
 	int			nallow;
+	JfSocketEntry *sockets;		/* kept HTTP/1 connections (sockets.c) */
+	size_t		sockets_cap;	/* power of two, or 0 */
+	size_t		nsockets;
+	uint64_t	stale_restarts; /* requests started again (see above) */
 };
 
 /*
@@ -172,6 +184,13 @@ extern void jf_http_req_complete(JfHttp *h, JfReq *r, CURLcode rc);
 extern void jf_http_req_set_error(JfReq *r, int kind, const char *msg);
 extern void jf_http_req_done(JfHttp *h, JfReq *r);
 extern void jf_http_req_free(JfReq *r, bool with_result_body);
+
+/* sockets.c */
+extern void jf_http_sockets_kept(JfHttp *h, CURL *e);
+extern int	jf_http_sockets_close_cb(void *clientp, curl_socket_t fd);
+extern bool jf_http_sockets_closed_by_peer(const JfHttp *h, int local_port,
+										   int remote_port);
+extern void jf_http_sockets_destroy(JfHttp *h);
 
 /* networks.c: whether curl's socket address is denied */
 struct sockaddr;

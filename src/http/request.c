@@ -117,6 +117,24 @@ recycle_easy(JfHttp *h, CURL *e)
 		curl_easy_cleanup(e);
 }
 
+/* Take a started request's transfer out of curl; its handle is recycled. */
+static void
+detach_easy(JfHttp *h, JfReq *r)
+{
+	/* unlink from the active list */
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		h->active = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	r->prev = NULL;
+	h->nactive--;
+	curl_multi_remove_handle(h->multi, r->easy);
+	recycle_easy(h, r->easy);
+	r->easy = NULL;
+}
+
 /*
  * Move a started (or failed-to-start) request to the result FIFO, freeing
  * its host slot.  Callers start queued requests afterwards.
@@ -125,20 +143,7 @@ static void
 finish_req(JfHttp *h, JfReq *r)
 {
 	if (r->easy)
-	{
-		/* unlink from the active list */
-		if (r->prev)
-			r->prev->next = r->next;
-		else
-			h->active = r->next;
-		if (r->next)
-			r->next->prev = r->prev;
-		r->prev = NULL;
-		h->nactive--;
-		curl_multi_remove_handle(h->multi, r->easy);
-		recycle_easy(h, r->easy);
-		r->easy = NULL;
-	}
+		detach_easy(h, r);
 	jf_http_queue_release(h, r);
 	if (r->res.body)
 		r->res.body[r->res.body_len] = '\0';
@@ -249,13 +254,32 @@ follow_allowed(JfReq *r)
 }
 
 /*
+ * Whether the transfer's first request is about to go out on a pooled
+ * connection that its server has already closed.  A connection made for
+ * this transfer (CURLINFO_NUM_CONNECTS counts those) is fresh.
+ */
+static bool
+connection_closed_by_peer(JfReq *r, int local_port, int remote_port)
+{
+	long		connects = 0;
+
+	if (curl_easy_getinfo(r->easy, CURLINFO_NUM_CONNECTS, &connects) != CURLE_OK ||
+		connects > 0)
+		return false;
+	return jf_http_sockets_closed_by_peer(r->http, local_port, remote_port);
+}
+
+/*
  * Called by curl right before each request goes out on a connection, new
  * or reused, for the first request, each redirect hop and each of curl's
- * own re-sends.  Three checks need that moment:
+ * own re-sends.  Four checks need that moment:
  *
  * - the connection's address and port against the address lists, since
  *   a reused connection never passes through open_socket_cb (a reload may
  *   have denied it, or taken away what allowed it, meanwhile);
+ * - the first request of a transfer on a reused connection that its
+ *   server closed while it was idle is stopped before a byte goes out,
+ *   and started again on another connection (sockets.c);
  * - curl re-sends a request, on a fresh connection, when a reused one
  *   closed without a byte of answer (Curl_retry_request, up to 5 times):
  *   the server may well have got it, so such a re-send is refused and the
@@ -267,7 +291,6 @@ prereq_cb(void *clientp, char *primary_ip, char *local_ip, int primary_port, int
 {
 	JfReq	   *r = clientp;
 
-	(void) local_port;
 	/*
 	 * A connection whose local address is its remote one reached this
 	 * very host, through an address of its own that no list names (a
@@ -280,6 +303,11 @@ prereq_cb(void *clientp, char *primary_ip, char *local_ip, int primary_port, int
 	{
 		r->denied = true;
 		r->tried_allowed = false;
+		return CURL_PREREQFUNC_ABORT;
+	}
+	if (r->sends == 0 && connection_closed_by_peer(r, local_port, primary_port))
+	{
+		r->refused = JF_REFUSED_STALE;
 		return CURL_PREREQFUNC_ABORT;
 	}
 	if (r->sends > 0 && !r->answered)
@@ -307,6 +335,16 @@ jf_http_req_complete(JfHttp *h, JfReq *r, CURLcode rc)
 {
 	long		status = 0;
 
+	if (rc == CURLE_ABORTED_BY_CALLBACK && r->refused == JF_REFUSED_STALE)
+	{
+		/* curl closed that connection; nothing was sent on it */
+		detach_easy(h, r);
+		r->restarts++;
+		h->stale_restarts++;
+		jf_http_req_start(h, r);
+		return;
+	}
+	jf_http_sockets_kept(h, r->easy);
 	curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
 	r->res.http_status = (int) status;
 	r->res.curl_code = (int) rc;
@@ -603,7 +641,20 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	CURL	   *e;
 	bool		has_body = r->body_len > 0;
 
-	r->res.started_at_ms = jf_http_now_wall_ms();
+	long		timeout_ms = r->timeout_ms > 0 ? r->timeout_ms : 0;
+
+	/*
+	 * A request started again after a stale connection keeps its start:
+	 * its timeout counts from there.
+	 */
+	if (r->restarts == 0)
+		r->res.started_at_ms = jf_http_now_wall_ms();
+	else if (timeout_ms > 0)
+	{
+		timeout_ms -= (long) (jf_http_now_wall_ms() - r->res.started_at_ms);
+		if (timeout_ms < 1)
+			timeout_ms = 1;
+	}
 	e = h->npool > 0 ? h->pool[--h->npool] : curl_easy_init();
 	if (e == NULL)
 	{
@@ -630,7 +681,7 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 	SETOPT(CURLOPT_FOLLOWLOCATION, h->max_redirects > 0 ? 1L : 0L);
 	SETOPT(CURLOPT_MAXREDIRS, (long) (h->max_redirects > 0 ? h->max_redirects : 0));
-	SETOPT(CURLOPT_TIMEOUT_MS, (long) (r->timeout_ms > 0 ? r->timeout_ms : 0));
+	SETOPT(CURLOPT_TIMEOUT_MS, timeout_ms);
 	SETOPT(CURLOPT_PROXY, h->proxy ? h->proxy : "");
 	if (h->user_agent)
 		SETOPT(CURLOPT_USERAGENT, h->user_agent);
@@ -643,6 +694,11 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	SETOPT(CURLOPT_OPENSOCKETDATA, r);
 	SETOPT(CURLOPT_PREREQFUNCTION, prereq_cb);
 	SETOPT(CURLOPT_PREREQDATA, r);
+	SETOPT(CURLOPT_CLOSESOCKETFUNCTION, jf_http_sockets_close_cb);
+	SETOPT(CURLOPT_CLOSESOCKETDATA, h);
+	/* a stale connection seldom comes alone: after two, a new one for sure */
+	if (r->restarts >= 2)
+		SETOPT(CURLOPT_FRESH_CONNECT, 1L);
 
 	/*
 	 * TLS: sessions are resumed across handles (the share), the CA store is

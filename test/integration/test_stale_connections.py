@@ -1,0 +1,102 @@
+# -------------------------------------------------------------------------
+#
+# test_stale_connections.py
+#     Receivers that close idle keep-alive connections, or restart, cost no
+#     attempt, over HTTPS (with a test CA) as over HTTP.
+#
+# A real nginx (nginx_receiver.py) closes connections idle for 1 s; over
+# TLS it sends a close_notify alert before its FIN, which libcurl 7.88's
+# liveness check takes for data on a live connection.  Without jobflow's
+# own check the request then goes out on the dead connection, gets no
+# answer and is logged as an attempt that "may have been delivered",
+# retried after a backoff.  With it, the request is started again at once
+# on a new connection, and every task succeeds at its first attempt.
+#
+# -------------------------------------------------------------------------
+
+import time
+import uuid
+
+import pytest
+
+from conftest import _connect, query, wait_final
+from nginx_receiver import Nginx
+
+
+@pytest.fixture(scope="module")
+def nginx(server):
+    n = Nginx(keepalive_timeout="1s")
+    try:
+        n.start()
+    except BaseException:
+        n.stop()
+        raise
+    conn = _connect()
+    server.set_guc(conn, "jobflow.tls_ca_file", n.ca)
+    try:
+        yield n
+    finally:
+        n.stop()
+        try:
+            server.set_guc(conn, "jobflow.tls_ca_file", None)
+        finally:
+            conn.close()
+
+
+def attempts_of(conn, ids):
+    """{task id: [(attempt, outcome, error)]} from jobflow.task_log."""
+    rows = query(conn, "SELECT task_id, attempt, outcome, error FROM jobflow.task_log"
+                 " WHERE task_id = ANY(%s) ORDER BY task_id, attempt", (ids,))
+    out = {i: [] for i in ids}
+    for r in rows:
+        out[r["task_id"]].append((r["attempt"], r["outcome"], r["error"]))
+    return out
+
+
+def schedule_spread(conn, url, n, first_ms, step_ms):
+    """n tasks to url, the first due in first_ms, then one every step_ms."""
+    return [r["id"] for r in query(
+        conn,
+        "SELECT jobflow.schedule(%s || '&i=' || i, run_at => now()"
+        " + make_interval(secs => (%s + i * %s) / 1000.0)) AS id"
+        " FROM generate_series(0, %s - 1) AS i",
+        (url, first_ms, step_ms, n))]
+
+
+def check_first_attempts(conn, ids):
+    states = wait_final(conn, ids, timeout=60)
+    log = attempts_of(conn, ids)
+    bad = {i: log[i] for i in ids
+           if states[i] != "succeeded" or [a for a, _, _ in log[i]] != [1]}
+    assert not bad, "tasks that needed more than one attempt: %s" % dict(list(bad.items())[:5])
+
+
+@pytest.mark.parametrize("scheme", ["https", "http"])
+def test_idle_closed_connections_cost_no_attempt(db, nginx, scheme):
+    """Tasks 2.5 s apart to a receiver that closes connections idle for
+    1 s: each finds its pooled connection closed, and none spends an
+    attempt on it."""
+    tag = uuid.uuid4().hex
+    ids = schedule_spread(db, nginx.url(scheme, "/idle?t=" + tag), 6, 500, 2500)
+    check_first_attempts(db, ids)
+    seen = [r for r in nginx.log() if tag in r["uri"]]
+    assert len(seen) == len(ids)
+    # the receiver did close them: every request came on a connection of its own
+    assert len({r["connection"] for r in seen}) == len(ids)
+
+
+@pytest.mark.parametrize("scheme", ["https", "http"])
+def test_receiver_restart_costs_no_attempt(db, nginx, scheme):
+    """100 tasks a second for 4 s while the receiver restarts gracefully
+    (its old workers close their idle connections): no attempt is lost."""
+    tag = uuid.uuid4().hex
+    ids = schedule_spread(db, nginx.url(scheme, "/steady?t=" + tag), 400, 1000, 10)
+    time.sleep(2.5)
+    before = {r["connection"] for r in nginx.log() if tag in r["uri"]}
+    nginx.reload()
+    check_first_attempts(db, ids)
+    seen = [r for r in nginx.log() if tag in r["uri"]]
+    assert len(seen) == len(ids)
+    # requests before the restart came on connections the restart closed
+    after = {r["connection"] for r in seen} - before
+    assert before and after
