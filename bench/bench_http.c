@@ -3,14 +3,16 @@
  * bench_http.c
  *	  Throughput and latency of the HTTP dispatcher (src/http).
  *
- * usage: bench_http [N [CONCURRENCY [URL]]]
+ * usage: bench_http [N [CONCURRENCY [URL [CA_FILE]]]]
  *
  * Closed loop: CONCURRENCY requests are kept outstanding until N have
  * completed; latency is submit-to-result (monotonic clock), so it includes
  * the dispatcher and the caller's loop, as the worker would see it.  With
  * no URL, test/receiver.py is started on a free loopback port by the unit
  * tests' harness (test/unit/http_harness.c) and /ok is used
- * ($JOBFLOW_RECEIVER overrides its path).  Prints figures only.
+ * ($JOBFLOW_RECEIVER overrides its path).  CA_FILE: the PEM bundle trusted
+ * for an https URL, as jobflow.tls_ca_file (default: libcurl's).  Prints
+ * figures only.
  *
  *-------------------------------------------------------------------------
  */
@@ -61,7 +63,7 @@ main(int argc, char **argv)
 
 	if (n <= 0 || conc <= 0)
 	{
-		fprintf(stderr, "usage: bench_http [N [CONCURRENCY [URL]]]\n");
+		fprintf(stderr, "usage: bench_http [N [CONCURRENCY [URL [CA_FILE]]]]\n");
 		return 2;
 	}
 	if (argc > 3)
@@ -86,6 +88,7 @@ main(int argc, char **argv)
 	cfg.max_per_host = conc;
 	cfg.max_response_bytes = 1024;
 	cfg.user_agent = "jobflow-bench/0.1";
+	cfg.ca_file = argc > 4 ? argv[4] : NULL;
 	h = jf_http_create(&cfg, err, sizeof(err));
 	sent_at = calloc(n, sizeof(int64_t));
 	lat = calloc(n, sizeof(int64_t));
