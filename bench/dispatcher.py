@@ -2,12 +2,18 @@
 """bench/dispatcher.py: the phases of bench/dispatcher.sh.
 
 Run by dispatcher.sh against its throwaway cluster (PGHOST/PGPORT/PGDATABASE
-in the environment) and its private nginx (NGINX_PORT, NGINX_DIR).  Every
-callback URL is http://127.0.0.1:PORT/cb/<phase>?due=<epoch ms>, so the
+in the environment) and its private nginx (NGINX_PORT, NGINX_DIR; HTTPS on
+NGINX_TLS_PORT and NGINX_H2_PORT with the test CA NGINX_CA_FILE).  Every
+callback URL is http(s)://127.0.0.1:PORT/cb/<phase>?due=<epoch ms>, so the
 lateness of a callback is nginx's $msec (arrival, ms resolution) minus the
-due time in its URL.  Prints tables; asserts nothing about time.
+due time in its URL.  Prints tables; asserts nothing about time.  With
+BENCH_JSON=FILE the main figures are also written there (bench/versus.sh).
+
+The build measured may be older than these scripts (BENCH_REV, e.g. 0.1.0):
+what it lacks (jobflow.stats, jobflow.tls_ca_file) is printed as n/a.
 """
 
+import json
 import math
 import os
 import re
@@ -20,21 +26,31 @@ from datetime import datetime, timezone
 import psycopg2
 
 PORT = int(os.environ["NGINX_PORT"])
+# the receiver's ports by scheme: "h2" is HTTPS on the listener offering HTTP/2
+SCHEME_PORTS = {"http": PORT}
+if os.environ.get("NGINX_TLS_PORT"):
+    SCHEME_PORTS["https"] = int(os.environ["NGINX_TLS_PORT"])
+if os.environ.get("NGINX_H2_PORT"):
+    SCHEME_PORTS["h2"] = int(os.environ["NGINX_H2_PORT"])
+CA_FILE = os.environ.get("NGINX_CA_FILE", "")
 NGINX_DIR = os.environ["NGINX_DIR"]
 ACCESS_LOG = os.path.join(NGINX_DIR, "access.log")
 CLUSTER_LOG = os.environ["CLUSTER_LOG"]
 N_BIG = int(os.environ.get("BENCH_TASKS_1M", "1000000"))
 PERF = os.environ.get("BENCH_PERF", "") not in ("", "0")
 # in this order; a phase may come twice (W2 on a fresh cluster, then after steady load)
-PHASES = os.environ.get("BENCH_PHASES", "burst,steady,burst,big").split(",")
+PHASES = os.environ.get("BENCH_PHASES", "burst,steady,burst,schemes,ceiling,big").split(",")
 
 STEADY_RATE = 100           # tasks per second
-STEADY_SECONDS = 20
+STEADY_SECONDS = int(os.environ.get("BENCH_STEADY_SECONDS", "20"))
 BURST_TASKS = 20000
 # (max_concurrent_requests, max_requests_per_host); the first is the default
-BURST_CONFIGS = [(512, 64), (512, 512), (2048, 2048)]
+BURST_CONFIGS = [tuple(int(x) for x in c.split("/"))
+                 for c in os.environ.get("BENCH_BURST_CAPS", "512/64,512/512,2048/2048").split(",")]
 
 tables = []
+# the main figures by phase, written to BENCH_JSON at the end
+RESULTS = {"steady": {}, "burst": []}
 
 
 def now_ms():
@@ -86,9 +102,18 @@ def wait_for_worker(timeout=30):
     raise RuntimeError("no jobflow worker")
 
 
-def url_sql(tag, due_expr):
+def base_url(scheme="http"):
+    """The receiver's URL for scheme (http, https, or h2: https offering HTTP/2)."""
+    return "%s://127.0.0.1:%d" % ("http" if scheme == "http" else "https", SCHEME_PORTS[scheme])
+
+
+def url_sql(tag, due_expr, scheme="http"):
     """SQL expression for the callback URL of phase tag, due at due_expr."""
-    return "'http://127.0.0.1:%d/cb/%s?due=' || (%s)::text" % (PORT, tag, due_expr)
+    return "'%s/cb/%s?due=' || (%s)::text" % (base_url(scheme), tag, due_expr)
+
+
+def has_setting(name):
+    return q1("SELECT count(*) FROM pg_settings WHERE name = %s", (name,))[0] > 0
 
 
 def mem(pid):
@@ -152,12 +177,17 @@ def progress(msg):
 
 
 class AccessLog:
-    """Incremental reader of nginx's access log, entries grouped by phase."""
+    """Incremental reader of nginx's access log, entries grouped by phase.
+    An entry: (arrival ms, due ms, task id, attempt, status, connection,
+    new, protocol, TLS version, TLS session resumed); new is whether this
+    is the first request seen on that connection in the whole log (nginx's
+    $connection is a serial number, its one worker never reuses it)."""
 
     def __init__(self, path):
         self.path = path
         self.offset = 0
         self.by_tag = {}
+        self.seen = set()
 
     def poll(self):
         try:
@@ -172,6 +202,9 @@ class AccessLog:
         self.offset += end + 1
         for line in data[:end].decode("ascii", "replace").split("\n"):
             parts = line.split()
+            conn = parts[6] if len(parts) > 6 else "-"
+            new = conn not in self.seen
+            self.seen.add(conn)
             if len(parts) < 6 or not parts[1].startswith("/cb/"):
                 continue
             path, _, query = parts[1][4:].partition("?due=")
@@ -181,9 +214,9 @@ class AccessLog:
                 due = int(query)
             except ValueError:
                 continue
-            conn = parts[6] if len(parts) > 6 else "-"
+            proto, tls, reused = (parts[8:11] + ["-", "-", "-"])[:3]
             self.by_tag.setdefault(path, []).append(
-                (arrival, due, parts[2], parts[3], parts[4], conn))
+                (arrival, due, parts[2], parts[3], parts[4], conn, new, proto, tls, reused))
 
     def entries(self, tag):
         self.poll()
@@ -221,7 +254,16 @@ def lateness_row(name, n, entries, extra=()):
 
 # ---------------------------------------------------------------- phases
 
-def steady_set(tag):
+def conn_figures(entries):
+    """Connections used, new ones (first request seen on them), and of the
+    new ones those whose TLS session was resumed."""
+    new = [e for e in entries if e[6]]
+    return {"conns": len({e[5] for e in entries}), "new_conns": len(new),
+            "resumed": sum(1 for e in new if e[9] == "r"),
+            "protocols": sorted({"%s %s" % (e[7], e[8]) if e[8] != "-" else e[7] for e in entries})}
+
+
+def steady_set(tag, scheme="http"):
     """100/s for 20 s, scheduled by one INSERT ... SELECT 3 s ahead."""
     n = STEADY_RATE * STEADY_SECONDS
     step = 1000 // STEADY_RATE
@@ -229,7 +271,7 @@ def steady_set(tag):
     t0 = now_ms()
     lo, hi, cnt = q1(
         "WITH ins AS (INSERT INTO jobflow.tasks (url, run_at)"
-        " SELECT " + url_sql(tag, "%(base)s + i * %(step)s") + ","
+        " SELECT " + url_sql(tag, "%(base)s + i * %(step)s", scheme) + ","
         "        pg_catalog.to_timestamp((%(base)s + i * %(step)s) / 1000.0)"
         "   FROM generate_series(0, %(n)s - 1) i RETURNING id)"
         " SELECT min(id), max(id), count(*) FROM ins",
@@ -273,6 +315,14 @@ def steady_notify(tag, lead_ms=50):
     return n, entries, states, note
 
 
+def steady_figures(entries):
+    late = sorted(a - d for a, d, *_ in entries)
+    return {"p50": pct(late, 50), "p90": pct(late, 90), "p99": pct(late, 99),
+            "max": late[-1] if late else None, "arrived": len(entries),
+            "retried": sum(1 for e in entries if e[3] not in ("1", "-")),
+            "non200": sum(1 for e in entries if e[4] != "200")}
+
+
 def run_steady():
     rows = []
     notes = []
@@ -281,6 +331,7 @@ def run_steady():
         n, entries, states, note = fn(name)
         ok = sum(1 for e in entries if e[4] == "200")
         rows.append(lateness_row(name, n, entries, [states["succeeded"]]))
+        RESULTS["steady"].setdefault(name, []).append(steady_figures(entries))
         notes.append("%s: %s; %d responses 200" % (name, note, ok))
     rows.append(["[goal]", "", "", "", "<=2", "", "<=10", "", "0", "", ""])
     notes.append("lateness = nginx $msec (arrival, truncated to ms) - due ms in the URL;"
@@ -325,8 +376,18 @@ def set_caps(max_conc, per_host):
         restart_worker()
 
 
+def has_pgss():
+    """Whether pg_stat_statements is there (a server built without contrib
+    has none: its figures print as n/a)."""
+    if not hasattr(has_pgss, "known"):
+        has_pgss.known = q1("SELECT count(*) FROM pg_extension WHERE extname = 'pg_stat_statements'")[0] > 0
+    return has_pgss.known
+
+
 def pgss_worker():
     """The worker's statements in pg_stat_statements (by their text)."""
+    if not has_pgss():
+        return None
     return q("SELECT calls, round(total_exec_time::numeric, 1), rows,"
              " regexp_replace(left(query, 60), '\\s+', ' ', 'g')"
              "  FROM pg_stat_statements"
@@ -371,19 +432,33 @@ def perf_stop(proc, path):
     print("\n".join(lines[:40]), flush=True)
 
 
-def burst(tag, max_conc, per_host, do_perf):
+def warm_up():
+    """One unmeasured burst over plain HTTP when none has run yet: the first
+    burst on a fresh cluster runs slower (relations extended, caches cold),
+    and a phase comparing bursts must not charge that to the first compared."""
+    if getattr(burst, "runs", 0) == 0:
+        progress("warm-up: one unmeasured burst over plain HTTP")
+        mc, ph = BURST_CONFIGS[0]
+        burst("warm-up", mc, ph, False)
+        q("VACUUM jobflow.tasks")
+        q("VACUUM jobflow.task_log")
+
+
+def burst(tag, max_conc, per_host, do_perf, scheme="http"):
+    burst.runs = getattr(burst, "runs", 0) + 1
     set_caps(max_conc, per_host)
     s0 = status()
     pid = s0["pid"]
     nofile = fd_limit(pid)
-    q("SELECT pg_stat_statements_reset()")
+    if has_pgss():
+        q("SELECT pg_stat_statements_reset()")
     cpu0 = cpu_seconds(pid)
     phases0 = phase_seconds()
     due = now_ms() + 5000
     t0 = now_ms()
     lo, hi, cnt = q1(
         "WITH ins AS (INSERT INTO jobflow.tasks (url, run_at)"
-        " SELECT " + url_sql(tag, "%(due)s") + ", pg_catalog.to_timestamp(%(due)s / 1000.0)"
+        " SELECT " + url_sql(tag, "%(due)s", scheme) + ", pg_catalog.to_timestamp(%(due)s / 1000.0)"
         "   FROM generate_series(1, %(n)s) RETURNING id)"
         " SELECT min(id), max(id), count(*) FROM ins",
         {"due": due, "n": BURST_TASKS})
@@ -427,7 +502,8 @@ def burst(tag, max_conc, per_host, do_perf):
     errors = q("SELECT outcome, coalesce(http_status::text, '-'), left(coalesce(error, '-'), 70), count(*)"
                "  FROM jobflow.task_log WHERE task_id BETWEEN %s AND %s AND outcome <> 'succeeded'"
                " GROUP BY 1, 2, 3 ORDER BY 4 DESC LIMIT 6", (lo, hi))
-    return {
+    return dict(conn_figures(entries), **{
+        "scheme": scheme,
         "errors": errors,
         "caps": "%d/%d" % (max_conc, per_host),
         "nofile": nofile,
@@ -449,25 +525,27 @@ def burst(tag, max_conc, per_host, do_perf):
         "flushes": flushes,
         "fired": fired,
         "retried": s1["retried"] - s0["retried"],
-        "pgss_stmts": sum(r[0] for r in pg),
+        "pgss_stmts": sum(r[0] for r in pg) if pg is not None else "n/a",
         "pgss": pg,
         "cpu_us_per_cb": round((cpu1 - cpu0) * 1e6 / fired) if fired else None,
         "cpu_s": cpu1 - cpu0,
-        "phases": {k: phases1[k] - phases0[k] for k in phases1},
-    }
+        "phases": {k: phases1[k] - phases0[k] for k in phases1} if phases1 and phases0 else None,
+    })
 
 
 def phase_seconds():
     """The worker's own clocks (jobflow.stats): time in claim statements,
     in outcome-write transactions, and in loop turns (waiting excluded)."""
+    if q1("SELECT to_regclass('jobflow.stats')")[0] is None:
+        return None         # an older build (0.1.0): no clocks of its own
     rows = q("SELECT metric, value FROM jobflow.stats WHERE metric IN"
              " ('claim_duration_seconds_sum', 'flush_duration_seconds_sum', 'loop_turn_seconds_sum')")
     got = {r[0].split("_")[0]: r[1] for r in rows}
     return {"claim": got.get("claim", 0.0), "flush": got.get("flush", 0.0), "turn": got.get("loop", 0.0)}
 
 
-def http_alone(conc):
-    """The same-run baseline of W2: jobflow's HTTP layer (src/http.c, built
+def http_alone(conc, scheme="http"):
+    """The same-run baseline of W2: jobflow's HTTP layer (src/http/, built
     into bench/bench_http by dispatcher.sh) sending BURST_TASKS requests to
     the same nginx at the same concurrency, with no database.  What W2 runs
     slower than this is the worker's loop and SPI; requests/s and its CPU
@@ -476,10 +554,11 @@ def http_alone(conc):
     if not os.access(exe, os.X_OK):
         return None
     import resource
+    args = [exe, str(BURST_TASKS), str(conc), base_url(scheme) + "/http-alone/" + scheme]
+    if scheme != "http":
+        args.append(CA_FILE)
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run([exe, str(BURST_TASKS), str(conc),
-                          "http://127.0.0.1:%d/cb/http-alone" % PORT],
-                         capture_output=True, text=True)
+    out = subprocess.run(args, capture_output=True, text=True)
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     m = re.search(r"(\d+) requests/s", out.stdout)
     ok = re.search(r"(\d+) ok, (\d+) failed", out.stdout)
@@ -487,7 +566,7 @@ def http_alone(conc):
         print("bench_http failed: %s %s" % (out.stdout.strip(), out.stderr.strip()))
         return None
     cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-    return {"rate": int(m.group(1)), "ok": int(ok.group(1)),
+    return {"rate": int(m.group(1)), "ok": int(ok.group(1)), "failed": int(ok.group(2)),
             "cpu_us": round(cpu * 1e6 / BURST_TASKS)}
 
 
@@ -498,28 +577,34 @@ def run_burst(when):
     results = []
     for i, (mc, ph) in enumerate(BURST_CONFIGS):
         results.append(burst("%s%d" % (prefix, i + 1), mc, ph, PERF and run_burst.runs == 1 and i == 0))
+        RESULTS["burst"].append({k: results[-1][k] for k in
+                                 ("caps", "rate", "arrived", "succeeded", "retried", "stmt_per_cb",
+                                  "cpu_us_per_cb", "final_ms", "conns", "new_conns")})
+        RESULTS["burst"][-1]["when"] = when
         time.sleep(1)
     q("ALTER SYSTEM RESET jobflow.max_concurrent_requests")
     q("ALTER SYSTEM RESET jobflow.max_requests_per_host")
     q("SELECT pg_reload_conf()")
 
-    rows = [[r["caps"], r["nofile"], BURST_TASKS, r["arrived"], r["distinct"], r["conns"], r["non200"],
+    rows = [[r["caps"], r["nofile"], BURST_TASKS, r["arrived"], r["distinct"], r["conns"], r["new_conns"],
+             r["non200"],
              r["first"], r["last"], r["rate"], r["final_ms"], r["final_upd_ms"],
              r["succeeded"], r["retried"]] for r in results]
-    rows.append(["[goal]", "", "", "", "20000", "", "0", "", "", ">=25000", "", "", "20000", ""])
+    rows.append(["[goal]", "", "", "", "20000", "", "", "0", "", "", ">=25000", "", "", "20000", ""])
     table("2. Burst %s: %d tasks due at the same instant (task_log written for each)" % (when, BURST_TASKS),
-          ["caps conc/host", "fd limit", "tasks", "arrived", "distinct", "conns", "non-200", "first ms",
+          ["caps conc/host", "fd limit", "tasks", "arrived", "distinct", "conns", "new", "non-200", "first ms",
            "last ms", "cb/s", "all final ms", "max upd ms", "succeeded", "retried"],
           rows,
           ["first/last ms: arrival of the first/last callback after the due instant;"
-           " cb/s = arrivals / (last - first); conns: distinct nginx connections used",
+           " cb/s = arrivals / (last - first); conns: distinct nginx connections used,"
+           " new: those first seen in this burst",
            "all final ms: due -> worker_status() shows every outcome flushed (polled every 10 ms);"
            " max upd ms: due -> latest updated_at",
            "inserts: " + ", ".join("%d ms (due %d ms after commit)" % (r["insert_ms"], r["lead_ms"])
                                    for r in results)])
 
     rows = [[r["caps"], r["fired"], r["statements"], r["stmt_per_cb"], r["pgss_stmts"],
-             r["pgss_stmts"] / r["fired"] if r["fired"] else None, r["flushes"],
+             r["pgss_stmts"] / r["fired"] if r["fired"] and r["pgss"] is not None else "n/a", r["flushes"],
              r["rows_per_flush"], r["cpu_s"], r["cpu_us_per_cb"]] for r in results]
     rows.append(["[goal]", "", "", "<=0.01", "", "<=0.01", "", "", "", ""])
     table("3. Statements written per callback during the burst %s" % when,
@@ -533,6 +618,9 @@ def run_burst(when):
     rows = []
     for r in results:
         ph = r["phases"]
+        if ph is None:
+            rows.append([r["caps"], per_cb(r, r["cpu_s"]), "n/a", "n/a", "n/a", "n/a"])
+            continue
         rest = ph["turn"] - ph["claim"] - ph["flush"]
         rows.append([r["caps"], per_cb(r, r["cpu_s"]), per_cb(r, ph["turn"]), per_cb(r, ph["claim"]),
                      per_cb(r, ph["flush"]), per_cb(r, rest)])
@@ -564,6 +652,8 @@ def run_burst(when):
         for outcome, st, err, c in r["errors"]:
             print("  caps %s: %d attempt(s) %s, status %s: %s" % (r["caps"], c, outcome, st, err))
     for r in results:
+        if r["pgss"] is None:
+            continue
         print("\npg_stat_statements, worker statements during burst with caps %s:" % r["caps"])
         print("  %8s %10s %8s  %s" % ("calls", "total ms", "rows", "query"))
         for c, t, n, text in r["pgss"]:
@@ -716,6 +806,12 @@ def main():
         elif phase == "signing":
             import signing
             signing.run_signing(sys.modules[__name__])
+        elif phase == "schemes":
+            import schemes
+            schemes.run_schemes(sys.modules[__name__])
+        elif phase == "ceiling":
+            import ceiling
+            ceiling.run_ceiling(sys.modules[__name__])
         elif phase == "isolation":
             import isolation
             isolation.run_isolation(sys.modules[__name__], int(os.environ.get("BENCH_ISO_SECONDS", "10")))
@@ -731,6 +827,10 @@ def main():
     print("jobflow at %s%s" % (head, " (+ uncommitted changes)" if dirty else ""))
     for t in tables:
         print(t)
+    if os.environ.get("BENCH_JSON"):
+        RESULTS["commit"] = head
+        with open(os.environ["BENCH_JSON"], "w") as f:
+            json.dump(RESULTS, f, indent=1)
     hold = int(os.environ.get("BENCH_HOLD", "0"))
     if hold > 0:
         progress("holding the cluster and nginx for %d s (BENCH_HOLD)" % hold)
