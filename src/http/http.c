@@ -375,6 +375,12 @@ jf_http_queued(const JfHttp *h)
 	return h->nqueued;
 }
 
+uint64_t
+jf_http_stale_restarts(const JfHttp *h)
+{
+	return h->stale_restarts;
+}
+
 /* ---------------------------------------------------------------------
  * Life cycle and configuration
  * ---------------------------------------------------------------------
