@@ -105,3 +105,31 @@ def test_receiver_restart_costs_no_attempt(db, nginx, scheme):
     # requests before the restart came on connections the restart closed
     after = {r["connection"] for r in seen} - before
     assert before and after
+
+
+@pytest.fixture(scope="module")
+def nginx_h2(server, nginx):
+    """An HTTPS receiver offering HTTP/2, signed by its own test CA: the
+    worker trusts one file, so this nginx shares the first one's CA."""
+    n = Nginx(keepalive_timeout="75s", http2=True, ca_from=nginx)
+    try:
+        n.start()
+        yield n
+    finally:
+        n.stop()
+
+
+def test_http2_burst_multiplexes(db, nginx_h2):
+    """A burst to a receiver offering HTTP/2 shares connections as streams
+    instead of opening one per request; the per-origin cap (64) counts
+    requests in flight, that is streams."""
+    tag = uuid.uuid4().hex
+    ids = schedule_spread(db, nginx_h2.url("https", "/h2?t=" + tag), 300, 1500, 0)
+    check_first_attempts(db, ids)
+    seen = [r for r in nginx_h2.log() if tag in r["uri"]]
+    assert len(seen) == len(ids)
+    assert {r["protocol"] for r in seen} == {"HTTP/2.0"}
+    # 64 streams fit on one connection (100 per connection by libcurl's
+    # default, 128 by nginx's): without waiting for the first connection's
+    # ALPN, each request of the burst would open its own
+    assert len({r["connection"] for r in seen}) <= 2
