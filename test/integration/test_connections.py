@@ -1,8 +1,9 @@
 # -------------------------------------------------------------------------
 #
-# test_stale_connections.py
-#     Receivers that close idle keep-alive connections, or restart, cost no
-#     attempt, over HTTPS (with a test CA) as over HTTP.
+# test_connections.py
+#     Connections to real receivers: those that close idle keep-alive
+#     connections, or restart, cost no attempt, over HTTPS (with a test CA)
+#     as over HTTP; a burst to an HTTP/2 receiver multiplexes.
 #
 # A real nginx (nginx_receiver.py) closes connections idle for 1 s; over
 # TLS it sends a close_notify alert before its FIN, which libcurl 7.88's
