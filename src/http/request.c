@@ -259,14 +259,16 @@ follow_allowed(JfReq *r)
  * this transfer (CURLINFO_NUM_CONNECTS counts those) is fresh.
  */
 static bool
-connection_closed_by_peer(JfReq *r, int local_port, int remote_port)
+connection_closed_by_peer(JfReq *r, const char *local_ip, int local_port,
+						  const char *remote_ip, int remote_port)
 {
 	long		connects = 0;
 
 	if (curl_easy_getinfo(r->easy, CURLINFO_NUM_CONNECTS, &connects) != CURLE_OK ||
 		connects > 0)
 		return false;
-	return jf_http_sockets_closed_by_peer(r->http, local_port, remote_port);
+	return jf_http_sockets_closed_by_peer(r->http, local_ip, local_port,
+										  remote_ip, remote_port);
 }
 
 /*
@@ -305,7 +307,8 @@ prereq_cb(void *clientp, char *primary_ip, char *local_ip, int primary_port, int
 		r->tried_allowed = false;
 		return CURL_PREREQFUNC_ABORT;
 	}
-	if (r->sends == 0 && connection_closed_by_peer(r, local_port, primary_port))
+	if (r->sends == 0 && connection_closed_by_peer(r, local_ip, local_port,
+													 primary_ip, primary_port))
 	{
 		r->refused = JF_REFUSED_STALE;
 		return CURL_PREREQFUNC_ABORT;
