@@ -708,7 +708,11 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	 * parsed once and cached in the multi handle (which curl does only when
 	 * no CA directory is set), and a burst to an HTTP/2 receiver waits for
 	 * the first connection's ALPN and multiplexes on it rather than opening
-	 * one connection per request.
+	 * one connection per request.  Only over TLS: curl 7.88 learns that a
+	 * plain-http:// server cannot multiplex from its first response's
+	 * status line, and wakes the waiting requests only when that transfer
+	 * ends, so they would all wait behind the first answer (past their own
+	 * timeouts, unsent).  Over TLS the handshake's ALPN wakes them.
 	 */
 	if (h->share)
 		SETOPT(CURLOPT_SHARE, h->share);
@@ -716,7 +720,8 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 		SETOPT(CURLOPT_CAINFO, h->ca_file);
 	if (h->no_capath)
 		SETOPT(CURLOPT_CAPATH, (char *) NULL);
-	SETOPT(CURLOPT_PIPEWAIT, 1L);
+	if (strncmp(r->origin, "https://", 8) == 0)
+		SETOPT(CURLOPT_PIPEWAIT, 1L);
 	if (h->resolve)
 		SETOPT(CURLOPT_RESOLVE, h->resolve);
 	if (h->doh_url)
