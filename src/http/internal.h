@@ -42,6 +42,7 @@ typedef struct JfHost JfHost;
 
 /* defined in sockets.c */
 typedef struct JfSocketEntry JfSocketEntry;
+typedef struct JfSocketTuple JfSocketTuple;
 
 /* One entry of deny_networks or allow_networks: an address prefix. */
 typedef struct JfNet
@@ -140,6 +141,8 @@ struct JfHttp
 	JfSocketEntry *sockets;		/* kept HTTP/1 connections (sockets.c) */
 	size_t		sockets_cap;	/* power of two, or 0 */
 	size_t		nsockets;
+	JfSocketTuple *socket_tuples;	/* their ends, by socket number */
+	size_t		socket_tuples_cap;
 	uint64_t	stale_restarts; /* requests started again (see above) */
 };
 
@@ -188,8 +191,9 @@ extern void jf_http_req_free(JfReq *r, bool with_result_body);
 /* sockets.c */
 extern void jf_http_sockets_kept(JfHttp *h, CURL *e);
 extern int	jf_http_sockets_close_cb(void *clientp, curl_socket_t fd);
-extern bool jf_http_sockets_closed_by_peer(const JfHttp *h, int local_port,
-										   int remote_port);
+extern bool jf_http_sockets_closed_by_peer(const JfHttp *h,
+										   const char *local_ip, int local_port,
+										   const char *remote_ip, int remote_port);
 extern void jf_http_sockets_destroy(JfHttp *h);
 
 /* networks.c: whether curl's socket address is denied */

@@ -259,14 +259,16 @@ follow_allowed(JfReq *r)
  * this transfer (CURLINFO_NUM_CONNECTS counts those) is fresh.
  */
 static bool
-connection_closed_by_peer(JfReq *r, int local_port, int remote_port)
+connection_closed_by_peer(JfReq *r, const char *local_ip, int local_port,
+						  const char *remote_ip, int remote_port)
 {
 	long		connects = 0;
 
 	if (curl_easy_getinfo(r->easy, CURLINFO_NUM_CONNECTS, &connects) != CURLE_OK ||
 		connects > 0)
 		return false;
-	return jf_http_sockets_closed_by_peer(r->http, local_port, remote_port);
+	return jf_http_sockets_closed_by_peer(r->http, local_ip, local_port,
+										  remote_ip, remote_port);
 }
 
 /*
@@ -305,7 +307,8 @@ prereq_cb(void *clientp, char *primary_ip, char *local_ip, int primary_port, int
 		r->tried_allowed = false;
 		return CURL_PREREQFUNC_ABORT;
 	}
-	if (r->sends == 0 && connection_closed_by_peer(r, local_port, primary_port))
+	if (r->sends == 0 && connection_closed_by_peer(r, local_ip, local_port,
+													 primary_ip, primary_port))
 	{
 		r->refused = JF_REFUSED_STALE;
 		return CURL_PREREQFUNC_ABORT;
@@ -705,7 +708,11 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	 * parsed once and cached in the multi handle (which curl does only when
 	 * no CA directory is set), and a burst to an HTTP/2 receiver waits for
 	 * the first connection's ALPN and multiplexes on it rather than opening
-	 * one connection per request.
+	 * one connection per request.  Only over TLS: curl 7.88 learns that a
+	 * plain-http:// server cannot multiplex from its first response's
+	 * status line, and wakes the waiting requests only when that transfer
+	 * ends, so they would all wait behind the first answer (past their own
+	 * timeouts, unsent).  Over TLS the handshake's ALPN wakes them.
 	 */
 	if (h->share)
 		SETOPT(CURLOPT_SHARE, h->share);
@@ -713,7 +720,8 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 		SETOPT(CURLOPT_CAINFO, h->ca_file);
 	if (h->no_capath)
 		SETOPT(CURLOPT_CAPATH, (char *) NULL);
-	SETOPT(CURLOPT_PIPEWAIT, 1L);
+	if (strncmp(r->origin, "https://", 8) == 0)
+		SETOPT(CURLOPT_PIPEWAIT, 1L);
 	if (h->resolve)
 		SETOPT(CURLOPT_RESOLVE, h->resolve);
 	if (h->doh_url)
