@@ -14,7 +14,7 @@
  *					an address against them
  *	queue.c			admission: per-host FIFOs of waiting requests and the
  *					heap of hosts that can start one
- *	sockets.c		the sockets of kept HTTP/1 connections, to tell at
+ *	sockets.c		the sockets of idle kept connections, to tell at
  *					reuse whether the server has closed one meanwhile
  *
  * Only these files include this header; the worker sees http.h alone.
@@ -98,6 +98,7 @@ typedef struct JfReq
 	int			sends;			/* requests sent in this transfer so far */
 	bool		answered;		/* a response began since the last send */
 	int			restarts;		/* starts again after a stale connection */
+	bool		fresh;			/* the next start needs a new connection */
 	JfHttpResult res;
 } JfReq;
 
@@ -138,7 +139,7 @@ struct JfHttp
 	int			ndeny;
 	JfNet	   *allow;			/* allow_networks, parsed */
 	int			nallow;
-	JfSocketEntry *sockets;		/* kept HTTP/1 connections (sockets.c) */
+	JfSocketEntry *sockets;		/* idle kept connections (sockets.c) */
 	size_t		sockets_cap;	/* power of two, or 0 */
 	size_t		nsockets;
 	JfSocketTuple *socket_tuples;	/* their ends, by socket number */
@@ -191,9 +192,10 @@ extern void jf_http_req_free(JfReq *r, bool with_result_body);
 /* sockets.c */
 extern void jf_http_sockets_kept(JfHttp *h, CURL *e);
 extern int	jf_http_sockets_close_cb(void *clientp, curl_socket_t fd);
-extern bool jf_http_sockets_closed_by_peer(const JfHttp *h,
+extern bool jf_http_sockets_closed_by_peer(JfHttp *h,
 										   const char *local_ip, int local_port,
-										   const char *remote_ip, int remote_port);
+										   const char *remote_ip, int remote_port,
+										   bool *multiplexed);
 extern void jf_http_sockets_destroy(JfHttp *h);
 
 /* networks.c: whether curl's socket address is denied */

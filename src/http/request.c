@@ -263,12 +263,18 @@ connection_closed_by_peer(JfReq *r, const char *local_ip, int local_port,
 						  const char *remote_ip, int remote_port)
 {
 	long		connects = 0;
+	bool		multiplexed;
 
 	if (curl_easy_getinfo(r->easy, CURLINFO_NUM_CONNECTS, &connects) != CURLE_OK ||
 		connects > 0)
 		return false;
-	return jf_http_sockets_closed_by_peer(r->http, local_ip, local_port,
-										  remote_ip, remote_port);
+	if (!jf_http_sockets_closed_by_peer(r->http, local_ip, local_port,
+										remote_ip, remote_port, &multiplexed))
+		return false;
+	/* curl keeps an HTTP/2 connection when a stream on it stops */
+	if (multiplexed)
+		r->fresh = true;
+	return true;
 }
 
 /*
@@ -700,7 +706,7 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	SETOPT(CURLOPT_CLOSESOCKETFUNCTION, jf_http_sockets_close_cb);
 	SETOPT(CURLOPT_CLOSESOCKETDATA, h);
 	/* a stale connection seldom comes alone: after two, a new one for sure */
-	if (r->restarts >= 2)
+	if (r->restarts >= 2 || r->fresh)
 		SETOPT(CURLOPT_FRESH_CONNECT, 1L);
 
 	/*

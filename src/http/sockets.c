@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * sockets.c
- *	  Which socket is each kept HTTP/1 connection's, and whether its server
+ *	  Which socket is each idle kept connection's, and whether its server
  *	  has already closed it.
  *
  * A receiver closes idle keep-alive connections on its own schedule (an
@@ -20,10 +20,19 @@
  * before a byte of ours existed.  That request is provably unsent; it is
  * restarted at once on another connection instead of becoming an attempt.
  *
+ * An idle HTTP/2 connection is judged the same way when a stream is about
+ * to open on it: a server going away sends GOAWAY (and then closes), and
+ * while curl has not read it, a new stream would go out into a closing
+ * connection.  The rare frame that is no farewell (a PING, new SETTINGS)
+ * costs one new connection, never an attempt.  Once a stream is open the
+ * connection is in use, and input is its answers: it leaves the table
+ * until it is idle again.
+ *
  * curl gives the pre-request callback the connection's addresses and
  * ports but not its socket, which it reports only when a transfer ends
- * (CURLINFO_ACTIVESOCKET).  This table keeps, for each connection kept
- * after a transfer, its socket under its four addresses and ports: the
+ * and leaves the connection idle in the pool (CURLINFO_ACTIVESOCKET; not
+ * while other streams still use it).  This table keeps, for each such
+ * connection, its socket under its four addresses and ports: the
  * ports alone do not tell connections apart (the kernel gives one local
  * port to connections to different peers), and a tenant's receiver must
  * never stand for another's.  Entries go when curl closes the socket
@@ -55,6 +64,7 @@ typedef struct JfSocketTuple
 	uint16_t	remote_port;
 	uint8_t		local_addr[16];
 	uint8_t		remote_addr[16];
+	bool		multiplexed;	/* HTTP/2 */
 } JfSocketTuple;
 
 /* A slot of the hash table; its key is the tuple of its socket's number. */
@@ -215,9 +225,7 @@ forget_fd(JfHttp *h, int fd)
 }
 
 /*
- * A transfer ended and curl kept its connection: remember its socket if
- * it speaks HTTP/1 (an idle HTTP/2 connection may well have frames
- * waiting, and curl reads those itself).
+ * A transfer ended and curl kept its connection, idle: remember its socket.
  */
 void
 jf_http_sockets_kept(JfHttp *h, CURL *e)
@@ -252,8 +260,7 @@ jf_http_sockets_kept(JfHttp *h, CURL *e)
 		h->socket_tuples[h->sockets[i].fd].used = false;
 		remove_at(h, i);
 	}
-	if (version != CURL_HTTP_VERSION_1_0 && version != CURL_HTTP_VERSION_1_1)
-		return;
+	t.multiplexed = version != CURL_HTTP_VERSION_1_0 && version != CURL_HTTP_VERSION_1_1;
 	if (!tuples_reserve(h, fd))
 		return;
 	if ((h->nsockets + 1) * 2 > h->sockets_cap && !grow(h))
@@ -279,18 +286,23 @@ jf_http_sockets_close_cb(void *clientp, curl_socket_t fd)
 }
 
 /*
- * Whether the kept connection with these ends has input, an end of stream
- * or an error waiting: then its server closed (or reset) it while it was
- * idle, and nothing sent on it now could be answered.  False when unknown.
+ * Whether the idle kept connection with these ends has input, an end of
+ * stream or an error waiting: then its server closed (or reset) it, or is
+ * closing it, while it was idle, and nothing sent on it now could be
+ * answered.  False when unknown.  *multiplexed tells an HTTP/2 connection,
+ * which is in use from now on (and which curl does not close when the
+ * request is stopped: the caller must ask for a fresh connection).
  */
 bool
-jf_http_sockets_closed_by_peer(const JfHttp *h, const char *local_ip, int local_port,
-							   const char *remote_ip, int remote_port)
+jf_http_sockets_closed_by_peer(JfHttp *h, const char *local_ip, int local_port,
+							   const char *remote_ip, int remote_port,
+							   bool *multiplexed)
 {
 	JfSocketTuple t;
 	struct pollfd pfd;
 	size_t		i;
 
+	*multiplexed = false;
 	if (h->nsockets == 0 ||
 		!parse_tuple(local_ip, local_port, remote_ip, remote_port, &t))
 		return false;
@@ -298,6 +310,11 @@ jf_http_sockets_closed_by_peer(const JfHttp *h, const char *local_ip, int local_
 	if (h->sockets[i].fd < 0)
 		return false;
 	pfd.fd = h->sockets[i].fd;
+	if (h->socket_tuples[pfd.fd].multiplexed)
+	{
+		*multiplexed = true;
+		forget_fd(h, pfd.fd);
+	}
 	/* a FIN reads as input too (end of stream), a reset as an error */
 	pfd.events = POLLIN;
 	pfd.revents = 0;

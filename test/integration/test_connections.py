@@ -134,3 +134,17 @@ def test_http2_burst_multiplexes(db, nginx_h2):
     # default, 128 by nginx's): without waiting for the first connection's
     # ALPN, each request of the burst would open its own
     assert len({r["connection"] for r in seen}) <= 2
+
+
+def test_http2_receiver_restart_costs_no_attempt(db, nginx_h2):
+    """The same graceful restart, with HTTP/2 connections: the old workers
+    send GOAWAY on their idle connections and close them."""
+    tag = uuid.uuid4().hex
+    ids = schedule_spread(db, nginx_h2.url("https", "/steady?t=" + tag), 400, 1000, 10)
+    time.sleep(2.5)
+    before = {r["connection"] for r in nginx_h2.log() if tag in r["uri"]}
+    nginx_h2.reload()
+    check_first_attempts(db, ids)
+    seen = [r for r in nginx_h2.log() if tag in r["uri"]]
+    assert len(seen) == len(ids)
+    assert before and {r["connection"] for r in seen} - before
