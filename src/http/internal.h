@@ -92,10 +92,24 @@ typedef struct JfReq
 	JfHttpResult res;
 } JfReq;
 
+/*
+ * What the epoll mirror knows of one file descriptor (http.c, sock_cb).
+ * JF_FD_OURS marks a socket opened by open_socket_cb and not yet closed
+ * by jf_http_close_socket: only such a socket may stay in the epoll set
+ * while curl does not watch it (JF_FD_IDLE), since its closing is seen.
+ */
+#define JF_FD_IN		0x01	/* in the epoll set for EPOLLIN */
+#define JF_FD_OUT		0x02	/* and/or for EPOLLOUT */
+#define JF_FD_REG		0x04	/* in the epoll set */
+#define JF_FD_IDLE		0x08	/* kept there, but curl does not watch it */
+#define JF_FD_OURS		0x10
+
 struct JfHttp
 {
 	CURLM	   *multi;
 	int			epfd;
+	uint8_t    *fds;			/* JF_FD_* flags by descriptor */
+	int			nfds;			/* entries in fds */
 	int			max_concurrent;
 	int			max_per_host;
 	size_t		max_response_bytes;
@@ -159,6 +173,10 @@ jf_http_dup_opt(const char *s, char **out)
 	*out = strdup(s);
 	return *out != NULL;
 }
+
+/* http.c: sockets that open_socket_cb opens, and curl closes */
+extern void jf_http_socket_opened(JfHttp *h, curl_socket_t s);
+extern int	jf_http_close_socket(void *clientp, curl_socket_t s);
 
 /* request.c */
 extern const char *jf_http_req_prepare(JfReq *r, const JfHttpRequest *req,

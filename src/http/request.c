@@ -162,6 +162,7 @@ static curl_socket_t
 open_socket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *address)
 {
 	JfReq	   *r = clientp;
+	curl_socket_t s;
 
 	if (purpose == CURLSOCKTYPE_IPCXN && jf_http_sockaddr_denied(r->http, &address->addr))
 	{
@@ -171,7 +172,10 @@ open_socket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *addres
 	/* a name with a denied and an allowed address fails as a connection */
 	if (purpose == CURLSOCKTYPE_IPCXN)
 		r->tried_allowed = true;
-	return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+	s = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+	if (s != CURL_SOCKET_BAD)
+		jf_http_socket_opened(r->http, s);
+	return s;
 }
 
 /*
@@ -641,6 +645,9 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	SETOPT(CURLOPT_HEADERDATA, r);
 	SETOPT(CURLOPT_OPENSOCKETFUNCTION, open_socket_cb);
 	SETOPT(CURLOPT_OPENSOCKETDATA, r);
+	/* the connection keeps these, so they take the dispatcher, not r */
+	SETOPT(CURLOPT_CLOSESOCKETFUNCTION, jf_http_close_socket);
+	SETOPT(CURLOPT_CLOSESOCKETDATA, h);
 	SETOPT(CURLOPT_PREREQFUNCTION, prereq_cb);
 	SETOPT(CURLOPT_PREREQDATA, r);
 	if (h->resolve)
