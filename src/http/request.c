@@ -781,6 +781,32 @@ parse_url(JfReq *r, char **key, bool *oom)
 	return problem;
 }
 
+/*
+ * name followed by v in decimal, into line (64 bytes are plenty): the
+ * same text as snprintf's "%" PRId64, at a fraction of its cost, since
+ * every request formats two of these.
+ */
+static void
+header_with_number(char *line, const char *name, int64_t v)
+{
+	char		digits[24];
+	int			n = 0;
+	uint64_t	u = v < 0 ? -(uint64_t) v : (uint64_t) v;
+	size_t		len = strlen(name);
+
+	memcpy(line, name, len);
+	do
+	{
+		digits[n++] = (char) ('0' + u % 10);
+		u /= 10;
+	} while (u > 0);
+	if (v < 0)
+		line[len++] = '-';
+	while (n > 0)
+		line[len++] = digits[--n];
+	line[len] = '\0';
+}
+
 /* Copy the request into r; same contract as parse_url(). */
 const char *
 jf_http_req_prepare(JfReq *r, const JfHttpRequest *req, char **key, bool *oom)
@@ -828,11 +854,11 @@ jf_http_req_prepare(JfReq *r, const JfHttpRequest *req, char **key, bool *oom)
 		struct curl_slist *n;
 
 		if (i == 0)
-			snprintf(line, sizeof(line), "X-Jobflow-Task-Id: %" PRId64, req->task_id);
+			header_with_number(line, "X-Jobflow-Task-Id: ", req->task_id);
 		else if (i == 1)
-			snprintf(line, sizeof(line), "X-Jobflow-Attempt: %" PRId32, req->attempt);
+			header_with_number(line, "X-Jobflow-Attempt: ", req->attempt);
 		else
-			snprintf(line, sizeof(line), "Expect:");
+			strcpy(line, "Expect:");
 		if ((n = curl_slist_append(r->headers, line)) == NULL)
 		{
 			*oom = true;
