@@ -67,6 +67,7 @@ typedef struct JfReq
 	JfHost	   *host;			/* NULL once released or if never queued */
 	CURL	   *easy;
 	char	   *url;
+	CURLU	   *uh;				/* url, parsed (CURLOPT_CURLU) */
 	const char *method;			/* static canonical name */
 	struct curl_slist *headers;
 	struct curl_slist *own_headers; /* jobflow's alone, for other origins */

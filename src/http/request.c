@@ -49,6 +49,7 @@ void
 jf_http_req_free(JfReq *r, bool with_result_body)
 {
 	free(r->url);
+	curl_url_cleanup(r->uh);
 	free(r->origin);
 	curl_slist_free_all(r->headers);
 	curl_slist_free_all(r->own_headers);
@@ -144,6 +145,8 @@ finish_req(JfHttp *h, JfReq *r)
 		r->res.body[r->res.body_len] = '\0';
 	r->res.finished_at_ms = jf_http_now_wall_ms();
 	/* drop what only the transfer needed */
+	curl_url_cleanup(r->uh);
+	r->uh = NULL;
 	free(r->body);
 	r->body = NULL;
 	curl_slist_free_all(r->headers);
@@ -626,7 +629,7 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	r->refused = JF_REFUSED_NONE;
 	r->sends = 0;
 	r->answered = false;
-	SETOPT(CURLOPT_URL, r->url);
+	SETOPT(CURLOPT_CURLU, r->uh);
 	SETOPT(CURLOPT_PRIVATE, r);
 	SETOPT(CURLOPT_ERRORBUFFER, r->errbuf);
 	SETOPT(CURLOPT_NOSIGNAL, 1L);
@@ -716,7 +719,7 @@ header_is(const char *line, const char *name)
  * Check the URL and derive the host key (lower-case scheme://host:port).
  * Returns NULL if fine, else a message for an INVALID result; *oom is set
  * instead on allocation failure.  URL credentials are remembered only to
- * scrub them from error texts.
+ * scrub them from error texts.  The parsed URL is kept in r->uh.
  */
 static const char *
 parse_url(JfReq *r, char **key, bool *oom)
@@ -777,7 +780,11 @@ parse_url(JfReq *r, char **key, bool *oom)
 	curl_free(scheme);
 	curl_free(host);
 	curl_free(port);
-	curl_url_cleanup(u);
+	/* kept for curl (CURLOPT_CURLU), which then need not parse it again */
+	if (problem == NULL && !*oom)
+		r->uh = u;
+	else
+		curl_url_cleanup(u);
 	return problem;
 }
 
