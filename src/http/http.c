@@ -250,7 +250,7 @@ jf_http_submit(JfHttp *h, const JfHttpRequest *req)
 	r->res.queued_at_ms = jf_http_now_wall_ms();
 	r->res.started_at_ms = r->res.queued_at_ms;
 
-	problem = jf_http_req_prepare(r, req, &key, &oom);
+	problem = jf_http_req_prepare(h, r, req, &key, &oom);
 	if (oom)
 	{
 		free(key);
@@ -639,6 +639,7 @@ jf_http_destroy(JfHttp *h)
 	/* closes cached connections, which still talks to our epoll fd */
 	curl_multi_cleanup(h->multi);
 	close(h->epfd);
+	jf_http_url_memo_clear(h);
 	free(h->fds);
 	free(h->user_agent);
 	free(h->proxy);

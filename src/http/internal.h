@@ -105,6 +105,19 @@ typedef struct JfReq
 #define JF_FD_IDLE		0x08	/* kept there, but curl does not watch it */
 #define JF_FD_OURS		0x10
 
+/*
+ * A URL parsed lately, to copy rather than parse again (request.c): many
+ * tasks call the same URL.  Never one with credentials.
+ */
+#define JF_URL_MEMO			16	/* power of two */
+
+typedef struct JfUrlMemo
+{
+	char	   *url;			/* the text as submitted; NULL: empty */
+	CURLU	   *uh;				/* its parse */
+	char	   *key;			/* its host key */
+} JfUrlMemo;
+
 struct JfHttp
 {
 	CURLM	   *multi;
@@ -140,6 +153,7 @@ struct JfHttp
 	int			ndeny;
 	JfNet	   *allow;			/* allow_networks, parsed */
 	int			nallow;
+	JfUrlMemo	urls[JF_URL_MEMO];	/* by jf_hash_string(url) */
 };
 
 /*
@@ -180,13 +194,15 @@ extern void jf_http_socket_opened(JfHttp *h, curl_socket_t s);
 extern int	jf_http_close_socket(void *clientp, curl_socket_t s);
 
 /* request.c */
-extern const char *jf_http_req_prepare(JfReq *r, const JfHttpRequest *req,
+extern const char *jf_http_req_prepare(JfHttp *h, JfReq *r,
+									   const JfHttpRequest *req,
 									   char **key, bool *oom);
 extern void jf_http_req_start(JfHttp *h, JfReq *r);
 extern void jf_http_req_complete(JfHttp *h, JfReq *r, CURLcode rc);
 extern void jf_http_req_set_error(JfReq *r, int kind, const char *msg);
 extern void jf_http_req_done(JfHttp *h, JfReq *r);
 extern void jf_http_req_free(JfReq *r, bool with_result_body);
+extern void jf_http_url_memo_clear(JfHttp *h);
 
 /* queue.c */
 /* networks.c: whether curl's socket address is denied */

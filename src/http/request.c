@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 
 #include "http/internal.h"
+#include "core/hash.h"
 
 #define JF_RETRY_AFTER_MAX_S	(365LL * 24 * 3600)
 
@@ -814,9 +815,73 @@ header_with_number(char *line, const char *name, int64_t v)
 	line[len] = '\0';
 }
 
+/*
+ * Many tasks call the same URL: the parse of the last URL seen in each of
+ * a few slots (by a hash of its text) is kept, and a request for the same
+ * text gets a copy of it (curl_url_dup, a handful of strdups) instead of
+ * parsing again.  true if r->uh and *key were set that way (or *oom).
+ */
+static bool
+url_memo_get(JfHttp *h, JfReq *r, char **key, bool *oom)
+{
+	JfUrlMemo  *m = &h->urls[jf_hash_string(r->url) & (JF_URL_MEMO - 1)];
+
+	if (m->url == NULL || strcmp(m->url, r->url) != 0)
+		return false;
+	r->uh = curl_url_dup(m->uh);
+	*key = strdup(m->key);
+	if (r->uh == NULL || *key == NULL)
+		*oom = true;
+	return true;
+}
+
+/*
+ * Remember r's freshly parsed URL in its slot.  Not one with credentials,
+ * so that no secret outlives its request; on OOM nothing is kept.
+ */
+static void
+url_memo_put(JfHttp *h, const JfReq *r, const char *key)
+{
+	JfUrlMemo  *m = &h->urls[jf_hash_string(r->url) & (JF_URL_MEMO - 1)];
+	JfUrlMemo	n;
+
+	if (r->secret_user || r->secret_pass)
+		return;
+	n.url = strdup(r->url);
+	n.uh = curl_url_dup(r->uh);
+	n.key = strdup(key);
+	if (n.url == NULL || n.uh == NULL || n.key == NULL)
+	{
+		free(n.url);
+		curl_url_cleanup(n.uh);
+		free(n.key);
+		return;
+	}
+	free(m->url);
+	curl_url_cleanup(m->uh);
+	free(m->key);
+	*m = n;
+}
+
+/* At the dispatcher's end. */
+void
+jf_http_url_memo_clear(JfHttp *h)
+{
+	for (int i = 0; i < JF_URL_MEMO; i++)
+	{
+		free(h->urls[i].url);
+		curl_url_cleanup(h->urls[i].uh);
+		free(h->urls[i].key);
+		h->urls[i].url = NULL;
+		h->urls[i].uh = NULL;
+		h->urls[i].key = NULL;
+	}
+}
+
 /* Copy the request into r; same contract as parse_url(). */
 const char *
-jf_http_req_prepare(JfReq *r, const JfHttpRequest *req, char **key, bool *oom)
+jf_http_req_prepare(JfHttp *h, JfReq *r, const JfHttpRequest *req, char **key,
+					bool *oom)
 {
 	char		line[64];
 	const char *problem;
@@ -891,7 +956,14 @@ jf_http_req_prepare(JfReq *r, const JfHttpRequest *req, char **key, bool *oom)
 		r->body_len = req->body_len;
 	}
 	r->timeout_ms = req->timeout_ms;
-	problem = parse_url(r, key, oom);
+	if (url_memo_get(h, r, key, oom))
+		problem = NULL;
+	else
+	{
+		problem = parse_url(r, key, oom);
+		if (problem == NULL && !*oom)
+			url_memo_put(h, r, *key);
+	}
 	if (problem == NULL && !*oom && !jf_http_dup_opt(*key, &r->origin))
 		*oom = true;
 	return problem;
