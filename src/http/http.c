@@ -78,61 +78,6 @@ jf_http_global_cleanup(void)
 }
 
 /*
- * The flags of descriptor s, growing the table to hold it; NULL only on
- * OOM (or a negative descriptor), and then sock_cb works untracked.
- */
-static uint8_t *
-fd_flags(JfHttp *h, curl_socket_t s)
-{
-	if (s < 0)
-		return NULL;
-	if (s >= h->nfds)
-	{
-		int			n = h->nfds ? h->nfds : 64;
-		uint8_t    *nf;
-
-		while (n <= s)
-			n *= 2;
-		nf = realloc(h->fds, n);
-		if (nf == NULL)
-			return NULL;
-		memset(nf + h->nfds, 0, n - h->nfds);
-		h->fds = nf;
-		h->nfds = n;
-	}
-	return &h->fds[s];
-}
-
-/*
- * A socket open_socket_cb has just created: whatever the table said of
- * its number belonged to a closed file, which left the epoll set when it
- * was closed.
- */
-void
-jf_http_socket_opened(JfHttp *h, curl_socket_t s)
-{
-	uint8_t    *f = fd_flags(h, s);
-
-	if (f)
-		*f = JF_FD_OURS;
-}
-
-/*
- * curl closes the sockets of its connections here (CURLOPT_CLOSESOCKET-
- * FUNCTION), so that a socket kept in the epoll set while idle is known to
- * be gone, and its number free for another file.
- */
-int
-jf_http_close_socket(void *clientp, curl_socket_t s)
-{
-	JfHttp	   *h = clientp;
-
-	if (s >= 0 && s < h->nfds)
-		h->fds[s] = 0;
-	return close(s);
-}
-
-/*
  * Mirror curl's interest in a socket into our epoll set, with as few
  * epoll_ctl calls as we can: curl drops a connection's socket (REMOVE)
  * when its transfer ends and adds it back when the next transfer reuses
@@ -147,7 +92,7 @@ static int
 sock_cb(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
 {
 	JfHttp	   *h = userp;
-	uint8_t    *f = fd_flags(h, s);
+	uint8_t    *f = jf_http_fd_flags(h, s);
 	uint8_t		want;
 	struct epoll_event ev;
 

@@ -96,8 +96,9 @@ typedef struct JfReq
 /*
  * What the epoll mirror knows of one file descriptor (http.c, sock_cb).
  * JF_FD_OURS marks a socket opened by open_socket_cb and not yet closed
- * by jf_http_close_socket: only such a socket may stay in the epoll set
- * while curl does not watch it (JF_FD_IDLE), since its closing is seen.
+ * by close_socket_cb (both in request.c): only such a socket may stay in
+ * the epoll set while curl does not watch it (JF_FD_IDLE), since its
+ * closing is seen.
  */
 #define JF_FD_IN		0x01	/* in the epoll set for EPOLLIN */
 #define JF_FD_OUT		0x02	/* and/or for EPOLLOUT */
@@ -189,10 +190,6 @@ jf_http_dup_opt(const char *s, char **out)
 	return *out != NULL;
 }
 
-/* http.c: sockets that open_socket_cb opens, and curl closes */
-extern void jf_http_socket_opened(JfHttp *h, curl_socket_t s);
-extern int	jf_http_close_socket(void *clientp, curl_socket_t s);
-
 /* request.c */
 extern const char *jf_http_req_prepare(JfHttp *h, JfReq *r,
 									   const JfHttpRequest *req,
@@ -203,6 +200,7 @@ extern void jf_http_req_set_error(JfReq *r, int kind, const char *msg);
 extern void jf_http_req_done(JfHttp *h, JfReq *r);
 extern void jf_http_req_free(JfReq *r, bool with_result_body);
 extern void jf_http_url_memo_clear(JfHttp *h);
+extern uint8_t *jf_http_fd_flags(JfHttp *h, curl_socket_t s);
 
 /* queue.c */
 /* networks.c: whether curl's socket address is denied */

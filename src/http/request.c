@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "http/internal.h"
 #include "core/hash.h"
@@ -158,6 +159,62 @@ finish_req(JfHttp *h, JfReq *r)
 }
 
 /*
+ * The flags of descriptor s, growing the table to hold it; NULL only on
+ * OOM (or a negative descriptor), and then http.c's sock_cb works
+ * untracked.
+ */
+uint8_t *
+jf_http_fd_flags(JfHttp *h, curl_socket_t s)
+{
+	if (s < 0)
+		return NULL;
+	if (s >= h->nfds)
+	{
+		int			n = h->nfds ? h->nfds : 64;
+		uint8_t    *nf;
+
+		while (n <= s)
+			n *= 2;
+		nf = realloc(h->fds, n);
+		if (nf == NULL)
+			return NULL;
+		memset(nf + h->nfds, 0, n - h->nfds);
+		h->fds = nf;
+		h->nfds = n;
+	}
+	return &h->fds[s];
+}
+
+/*
+ * A socket open_socket_cb has just created: whatever the table said of
+ * its number belonged to a closed file, which left the epoll set when it
+ * was closed.
+ */
+static void
+socket_opened(JfHttp *h, curl_socket_t s)
+{
+	uint8_t    *f = jf_http_fd_flags(h, s);
+
+	if (f)
+		*f = JF_FD_OURS;
+}
+
+/*
+ * curl closes the sockets of its connections here (CURLOPT_CLOSESOCKET-
+ * FUNCTION), so that a socket kept in the epoll set while idle is known to
+ * be gone, and its number free for another file.
+ */
+static int
+close_socket_cb(void *clientp, curl_socket_t s)
+{
+	JfHttp	   *h = clientp;
+
+	if (s >= 0 && s < h->nfds)
+		h->fds[s] = 0;
+	return close(s);
+}
+
+/*
  * Every connection curl opens passes here, after DNS and for each redirect
  * hop, so a host name that resolves to a denied address is refused too,
  * before a socket exists: nothing is sent there.
@@ -178,7 +235,7 @@ open_socket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *addres
 		r->tried_allowed = true;
 	s = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
 	if (s != CURL_SOCKET_BAD)
-		jf_http_socket_opened(r->http, s);
+		socket_opened(r->http, s);
 	return s;
 }
 
@@ -650,7 +707,7 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	SETOPT(CURLOPT_OPENSOCKETFUNCTION, open_socket_cb);
 	SETOPT(CURLOPT_OPENSOCKETDATA, r);
 	/* the connection keeps these, so they take the dispatcher, not r */
-	SETOPT(CURLOPT_CLOSESOCKETFUNCTION, jf_http_close_socket);
+	SETOPT(CURLOPT_CLOSESOCKETFUNCTION, close_socket_cb);
 	SETOPT(CURLOPT_CLOSESOCKETDATA, h);
 	SETOPT(CURLOPT_PREREQFUNCTION, prereq_cb);
 	SETOPT(CURLOPT_PREREQDATA, r);
