@@ -48,7 +48,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include "http/internal.h"
 #include "core/hash.h"
@@ -273,16 +272,13 @@ jf_http_sockets_kept(JfHttp *h, CURL *e)
 }
 
 /*
- * curl's close of any socket of ours (CURLOPT_CLOSESOCKETFUNCTION, set with
- * the dispatcher as its argument: it outlives every request): the table
- * forgets it, so a later socket with the same number is never mistaken for
- * it.
+ * curl is closing socket fd (request.c's close callback): a later socket
+ * with the same number must never be mistaken for it.
  */
-int
-jf_http_sockets_close_cb(void *clientp, curl_socket_t fd)
+void
+jf_http_sockets_forget(JfHttp *h, curl_socket_t fd)
 {
-	forget_fd((JfHttp *) clientp, fd);
-	return close(fd);
+	forget_fd(h, fd);
 }
 
 /*
