@@ -105,12 +105,17 @@ sock_cb(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
 		else if ((*f & (JF_FD_OURS | JF_FD_REG | JF_FD_IN | JF_FD_OUT)) ==
 				 (JF_FD_OURS | JF_FD_REG | JF_FD_IN))
 			*f |= JF_FD_IDLE;
-		else
+		else if ((*f & JF_FD_REG) && epoll_ctl(h->epfd, EPOLL_CTL_DEL, s, NULL) != 0)
 		{
-			if (*f & JF_FD_REG)
-				epoll_ctl(h->epfd, EPOLL_CTL_DEL, s, NULL);
-			*f &= JF_FD_OURS;
+			/*
+			 * Closed without our close callback (curl closes an attempt
+			 * still connecting that way): whatever gets the number next is
+			 * not known to be ours.
+			 */
+			*f = 0;
 		}
+		else
+			*f &= JF_FD_OURS;
 		return 0;
 	}
 	want = ((what & CURL_POLL_IN) ? JF_FD_IN : 0) |
@@ -126,9 +131,13 @@ sock_cb(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
 	ev.data.fd = s;
 	if (f && (*f & JF_FD_REG))
 	{
-		if (epoll_ctl(h->epfd, EPOLL_CTL_MOD, s, &ev) != 0 &&
-			(errno != ENOENT || epoll_ctl(h->epfd, EPOLL_CTL_ADD, s, &ev) != 0))
-			return -1;
+		if (epoll_ctl(h->epfd, EPOLL_CTL_MOD, s, &ev) != 0)
+		{
+			/* the file we registered was closed behind our back */
+			if (errno != ENOENT || epoll_ctl(h->epfd, EPOLL_CTL_ADD, s, &ev) != 0)
+				return -1;
+			*f = 0;
+		}
 	}
 	else
 	{
