@@ -26,6 +26,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <strings.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -217,7 +218,15 @@ close_socket_cb(void *clientp, curl_socket_t s)
 	JfHttp	   *h = clientp;
 
 	if (s >= 0 && s < h->nfds)
+	{
+		/*
+		 * The kernel drops a registration at the file's last close only;
+		 * taken out first, it can never outlive the number.
+		 */
+		if (h->fds[s] & JF_FD_REG)
+			epoll_ctl(h->epfd, EPOLL_CTL_DEL, s, NULL);
 		h->fds[s] = 0;
+	}
 	jf_http_sockets_forget(h, s);
 	return close(s);
 }
