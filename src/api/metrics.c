@@ -391,6 +391,9 @@ emit_all(Emitter *em)
 	counter(em, "jobflow_outcome_notifications_skipped_total",
 			pg_atomic_read_u64(&m->counters[JF_COUNT_NOTIFY_SKIPPED]),
 			"Outcome notifications not sent because the server's notification queue was more than half full.");
+	counter(em, "jobflow_stale_connections_total",
+			pg_atomic_read_u64(&m->counters[JF_COUNT_STALE_CONNECTIONS]),
+			"Requests started again on another connection, before anything was sent, because the server had closed their pooled one while it was idle.");
 	counter(em, "jobflow_pruned_tasks_total", pg_atomic_read_u64(&s->pruned_tasks),
 			"Finished tasks removed by the worker under jobflow.retention.");
 	counter(em, "jobflow_pruned_log_rows_total", pg_atomic_read_u64(&s->pruned_log_rows),

@@ -43,6 +43,8 @@ typedef enum JfCounterId
 	JF_COUNT_ROLE_CHECKS,		/* looks at pg_authid after it changed */
 	JF_COUNT_ROLE_SWEEPS,		/* sweeps for roles that no longer exist */
 	JF_COUNT_NOTIFY_SKIPPED,	/* jobflow_outcome notifications not sent */
+	JF_COUNT_STALE_CONNECTIONS, /* requests started again: their pooled
+								 * connection was closed by its server */
 	JF_NCOUNT
 } JfCounterId;
 

@@ -32,9 +32,6 @@
 
 #define JF_EPOLL_BATCH		256
 
-/* Marker stored as curl's per-socket pointer: "registered in epoll". */
-static char jf_sock_registered;
-
 /* Callers may pass no buffer; messages are cut to fit. */
 static void
 set_err(char *errbuf, size_t errlen, const char *msg)
@@ -80,40 +77,76 @@ jf_http_global_cleanup(void)
 	curl_global_cleanup();
 }
 
-/* Mirror curl's interest in a socket into our epoll set. */
+/*
+ * Mirror curl's interest in a socket into our epoll set, with as few
+ * epoll_ctl calls as we can: curl drops a connection's socket (REMOVE)
+ * when its transfer ends and adds it back when the next transfer reuses
+ * the connection, with the same interest (reading the answer), so a socket
+ * of ours that only waited for input stays in the set meanwhile
+ * (JF_FD_IDLE); an event on it then takes it out (perform_events), and so
+ * does its closing.  Unchanged interest costs no call either.  Descriptors
+ * the table cannot hold, or not opened by us (the resolver's), are handled
+ * call by call.
+ */
 static int
 sock_cb(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
 {
 	JfHttp	   *h = userp;
+	uint8_t    *f = jf_http_fd_flags(h, s);
+	uint8_t		want;
 	struct epoll_event ev;
 
 	(void) e;
+	(void) socketp;
 	if (what == CURL_POLL_REMOVE)
 	{
-		if (socketp)
-		{
+		if (f == NULL)
 			epoll_ctl(h->epfd, EPOLL_CTL_DEL, s, NULL);
-			curl_multi_assign(h->multi, s, NULL);
+		else if ((*f & (JF_FD_OURS | JF_FD_REG | JF_FD_IN | JF_FD_OUT)) ==
+				 (JF_FD_OURS | JF_FD_REG | JF_FD_IN))
+			*f |= JF_FD_IDLE;
+		else if ((*f & JF_FD_REG) && epoll_ctl(h->epfd, EPOLL_CTL_DEL, s, NULL) != 0)
+		{
+			/*
+			 * Closed without our close callback (curl closes an attempt
+			 * still connecting that way): whatever gets the number next is
+			 * not known to be ours.
+			 */
+			*f = 0;
 		}
+		else
+			*f &= JF_FD_OURS;
 		return 0;
 	}
-	memset(&ev, 0, sizeof(ev));
-	ev.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0) |
-		((what & CURL_POLL_OUT) ? EPOLLOUT : 0);
-	ev.data.fd = s;
-	if (socketp)
+	want = ((what & CURL_POLL_IN) ? JF_FD_IN : 0) |
+		((what & CURL_POLL_OUT) ? JF_FD_OUT : 0);
+	if (f)
 	{
-		if (epoll_ctl(h->epfd, EPOLL_CTL_MOD, s, &ev) != 0 &&
-			(errno != ENOENT || epoll_ctl(h->epfd, EPOLL_CTL_ADD, s, &ev) != 0))
-			return -1;
+		*f &= ~JF_FD_IDLE;
+		if ((*f & JF_FD_REG) && (*f & (JF_FD_IN | JF_FD_OUT)) == want)
+			return 0;
+	}
+	memset(&ev, 0, sizeof(ev));
+	ev.events = ((want & JF_FD_IN) ? EPOLLIN : 0) | ((want & JF_FD_OUT) ? EPOLLOUT : 0);
+	ev.data.fd = s;
+	if (f && (*f & JF_FD_REG))
+	{
+		if (epoll_ctl(h->epfd, EPOLL_CTL_MOD, s, &ev) != 0)
+		{
+			/* the file we registered was closed behind our back */
+			if (errno != ENOENT || epoll_ctl(h->epfd, EPOLL_CTL_ADD, s, &ev) != 0)
+				return -1;
+			*f = 0;
+		}
 	}
 	else
 	{
 		if (epoll_ctl(h->epfd, EPOLL_CTL_ADD, s, &ev) != 0 &&
 			(errno != EEXIST || epoll_ctl(h->epfd, EPOLL_CTL_MOD, s, &ev) != 0))
 			return -1;
-		curl_multi_assign(h->multi, s, &jf_sock_registered);
 	}
+	if (f)
+		*f = (*f & JF_FD_OURS) | JF_FD_REG | want;
 	return 0;
 }
 
@@ -171,7 +204,7 @@ jf_http_submit(JfHttp *h, const JfHttpRequest *req)
 	r->res.queued_at_ms = jf_http_now_wall_ms();
 	r->res.started_at_ms = r->res.queued_at_ms;
 
-	problem = jf_http_req_prepare(r, req, &key, &oom);
+	problem = jf_http_req_prepare(h, r, req, &key, &oom);
 	if (oom)
 	{
 		free(key);
@@ -276,15 +309,23 @@ jf_http_perform(JfHttp *h)
 		for (int i = 0; i < n; i++)
 		{
 			uint32_t	ev = evs[i].events;
+			int			fd = evs[i].data.fd;
 			int			mask = 0;
 
+			/* an idle connection's socket: closed by its server, say */
+			if (fd < h->nfds && (h->fds[fd] & JF_FD_IDLE))
+			{
+				epoll_ctl(h->epfd, EPOLL_CTL_DEL, fd, NULL);
+				h->fds[fd] &= JF_FD_OURS;
+				continue;
+			}
 			if (ev & (EPOLLIN | EPOLLHUP | EPOLLRDHUP))
 				mask |= CURL_CSELECT_IN;
 			if (ev & EPOLLOUT)
 				mask |= CURL_CSELECT_OUT;
 			if (ev & EPOLLERR)
 				mask |= CURL_CSELECT_ERR;
-			curl_multi_socket_action(h->multi, evs[i].data.fd, mask, &running);
+			curl_multi_socket_action(h->multi, fd, mask, &running);
 		}
 		if (n < JF_EPOLL_BATCH)
 			break;
@@ -373,6 +414,12 @@ int
 jf_http_queued(const JfHttp *h)
 {
 	return h->nqueued;
+}
+
+uint64_t
+jf_http_stale_restarts(const JfHttp *h)
+{
+	return h->stale_restarts;
 }
 
 /* ---------------------------------------------------------------------
@@ -571,6 +618,8 @@ jf_http_destroy(JfHttp *h)
 	curl_share_cleanup(h->share);
 	jf_http_sockets_destroy(h);
 	close(h->epfd);
+	jf_http_url_memo_clear(h);
+	free(h->fds);
 	free(h->user_agent);
 	free(h->proxy);
 	free(h->doh_url);

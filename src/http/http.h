@@ -269,6 +269,13 @@ extern int	jf_http_in_flight(const JfHttp *h);
 extern int	jf_http_queued(const JfHttp *h);
 
 /*
+ * Requests started again, since the dispatcher was created, because the
+ * pooled connection they were about to use had been closed by its server
+ * (nothing had been sent on it).
+ */
+extern uint64_t jf_http_stale_restarts(const JfHttp *h);
+
+/*
  * New caps/settings (e.g. on SIGHUP).  Caps apply at once (raising them
  * starts queued requests; lowering them never aborts anything); the other
  * settings apply to requests started afterwards.  false on OOM (the old

@@ -14,7 +14,7 @@
  *					an address against them
  *	queue.c			admission: per-host FIFOs of waiting requests and the
  *					heap of hosts that can start one
- *	sockets.c		the sockets of kept HTTP/1 connections, to tell at
+ *	sockets.c		the sockets of idle kept connections, to tell at
  *					reuse whether the server has closed one meanwhile
  *
  * Only these files include this header; the worker sees http.h alone.
@@ -42,6 +42,7 @@ typedef struct JfHost JfHost;
 
 /* defined in sockets.c */
 typedef struct JfSocketEntry JfSocketEntry;
+typedef struct JfSocketTuple JfSocketTuple;
 
 /* One entry of deny_networks or allow_networks: an address prefix. */
 typedef struct JfNet
@@ -74,6 +75,7 @@ typedef struct JfReq
 	JfHost	   *host;			/* NULL once released or if never queued */
 	CURL	   *easy;
 	char	   *url;
+	CURLU	   *uh;				/* url, parsed (CURLOPT_CURLU) */
 	const char *method;			/* static canonical name */
 	struct curl_slist *headers;
 	struct curl_slist *own_headers; /* jobflow's alone, for other origins */
@@ -97,13 +99,42 @@ typedef struct JfReq
 	int			sends;			/* requests sent in this transfer so far */
 	bool		answered;		/* a response began since the last send */
 	int			restarts;		/* starts again after a stale connection */
+	bool		fresh;			/* the next start needs a new connection */
 	JfHttpResult res;
 } JfReq;
+
+/*
+ * What the epoll mirror knows of one file descriptor (http.c, sock_cb).
+ * JF_FD_OURS marks a socket opened by open_socket_cb and not yet closed
+ * by close_socket_cb (both in request.c): only such a socket may stay in
+ * the epoll set while curl does not watch it (JF_FD_IDLE), since its
+ * closing is seen.
+ */
+#define JF_FD_IN		0x01	/* in the epoll set for EPOLLIN */
+#define JF_FD_OUT		0x02	/* and/or for EPOLLOUT */
+#define JF_FD_REG		0x04	/* in the epoll set */
+#define JF_FD_IDLE		0x08	/* kept there, but curl does not watch it */
+#define JF_FD_OURS		0x10
+
+/*
+ * A URL parsed lately, to copy rather than parse again (request.c): many
+ * tasks call the same URL.  Never one with credentials.
+ */
+#define JF_URL_MEMO			16	/* power of two */
+
+typedef struct JfUrlMemo
+{
+	char	   *url;			/* the text as submitted; NULL: empty */
+	CURLU	   *uh;				/* its parse */
+	char	   *key;			/* its host key */
+} JfUrlMemo;
 
 struct JfHttp
 {
 	CURLM	   *multi;
 	int			epfd;
+	uint8_t    *fds;			/* JF_FD_* flags by descriptor */
+	int			nfds;			/* entries in fds */
 	int			max_concurrent;
 	int			max_per_host;
 	size_t		max_response_bytes;
@@ -137,10 +168,13 @@ struct JfHttp
 	int			ndeny;
 	JfNet	   *allow;			/* allow_networks, parsed */
 	int			nallow;
-	JfSocketEntry *sockets;		/* kept HTTP/1 connections (sockets.c) */
+	JfSocketEntry *sockets;		/* idle kept connections (sockets.c) */
 	size_t		sockets_cap;	/* power of two, or 0 */
 	size_t		nsockets;
+	JfSocketTuple *socket_tuples;	/* their ends, by socket number */
+	size_t		socket_tuples_cap;
 	uint64_t	stale_restarts; /* requests started again (see above) */
+	JfUrlMemo	urls[JF_URL_MEMO];	/* by jf_hash_string(url) */
 };
 
 /*
@@ -177,19 +211,24 @@ jf_http_dup_opt(const char *s, char **out)
 }
 
 /* request.c */
-extern const char *jf_http_req_prepare(JfReq *r, const JfHttpRequest *req,
+extern const char *jf_http_req_prepare(JfHttp *h, JfReq *r,
+									   const JfHttpRequest *req,
 									   char **key, bool *oom);
 extern void jf_http_req_start(JfHttp *h, JfReq *r);
 extern void jf_http_req_complete(JfHttp *h, JfReq *r, CURLcode rc);
 extern void jf_http_req_set_error(JfReq *r, int kind, const char *msg);
 extern void jf_http_req_done(JfHttp *h, JfReq *r);
 extern void jf_http_req_free(JfReq *r, bool with_result_body);
+extern void jf_http_url_memo_clear(JfHttp *h);
+extern uint8_t *jf_http_fd_flags(JfHttp *h, curl_socket_t s);
 
 /* sockets.c */
 extern void jf_http_sockets_kept(JfHttp *h, CURL *e);
-extern int	jf_http_sockets_close_cb(void *clientp, curl_socket_t fd);
-extern bool jf_http_sockets_closed_by_peer(const JfHttp *h, int local_port,
-										   int remote_port);
+extern void jf_http_sockets_forget(JfHttp *h, curl_socket_t fd);
+extern bool jf_http_sockets_closed_by_peer(JfHttp *h,
+										   const char *local_ip, int local_port,
+										   const char *remote_ip, int remote_port,
+										   bool *multiplexed);
 extern void jf_http_sockets_destroy(JfHttp *h);
 
 /* networks.c: whether curl's socket address is denied */

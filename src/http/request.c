@@ -26,9 +26,12 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <strings.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "http/internal.h"
+#include "core/hash.h"
 
 #define JF_RETRY_AFTER_MAX_S	(365LL * 24 * 3600)
 
@@ -49,6 +52,7 @@ void
 jf_http_req_free(JfReq *r, bool with_result_body)
 {
 	free(r->url);
+	curl_url_cleanup(r->uh);
 	free(r->origin);
 	curl_slist_free_all(r->headers);
 	curl_slist_free_all(r->own_headers);
@@ -149,6 +153,8 @@ finish_req(JfHttp *h, JfReq *r)
 		r->res.body[r->res.body_len] = '\0';
 	r->res.finished_at_ms = jf_http_now_wall_ms();
 	/* drop what only the transfer needed */
+	curl_url_cleanup(r->uh);
+	r->uh = NULL;
 	free(r->body);
 	r->body = NULL;
 	curl_slist_free_all(r->headers);
@@ -156,6 +162,73 @@ finish_req(JfHttp *h, JfReq *r)
 	curl_slist_free_all(r->own_headers);
 	r->own_headers = NULL;
 	jf_http_req_done(h, r);
+}
+
+/*
+ * The flags of descriptor s, growing the table to hold it; NULL only on
+ * OOM (or a negative descriptor), and then http.c's sock_cb works
+ * untracked.
+ */
+uint8_t *
+jf_http_fd_flags(JfHttp *h, curl_socket_t s)
+{
+	if (s < 0)
+		return NULL;
+	if (s >= h->nfds)
+	{
+		int			n = h->nfds ? h->nfds : 64;
+		uint8_t    *nf;
+
+		while (n <= s)
+			n *= 2;
+		nf = realloc(h->fds, n);
+		if (nf == NULL)
+			return NULL;
+		memset(nf + h->nfds, 0, n - h->nfds);
+		h->fds = nf;
+		h->nfds = n;
+	}
+	return &h->fds[s];
+}
+
+/*
+ * A socket open_socket_cb has just created: whatever the table said of
+ * its number belonged to a closed file, which left the epoll set when it
+ * was closed.
+ */
+static void
+socket_opened(JfHttp *h, curl_socket_t s)
+{
+	uint8_t    *f = jf_http_fd_flags(h, s);
+
+	if (f)
+		*f = JF_FD_OURS;
+}
+
+/*
+ * curl closes the sockets of its connections here (CURLOPT_CLOSESOCKET-
+ * FUNCTION), so that a socket kept in the epoll set while idle is known to
+ * be gone, and its number free for another file; and so that the table of
+ * idle connections (sockets.c) never mistakes a later socket of the same
+ * number for it.
+ */
+static int
+close_socket_cb(void *clientp, curl_socket_t s)
+{
+	JfHttp	   *h = clientp;
+
+	if (s >= 0 && s < h->nfds)
+	{
+		/*
+		 * The kernel drops a registration at the file's last close only;
+		 * taken out first, it can never outlive the number.
+		 */
+		if (h->fds[s] & JF_FD_REG)
+			epoll_ctl(h->epfd, EPOLL_CTL_DEL, s, NULL);
+		h->fds[s] = 0;
+	}
+	jf_http_sockets_forget(h, s);
+	return close(s);
 }
 
 /*
@@ -167,6 +240,7 @@ static curl_socket_t
 open_socket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *address)
 {
 	JfReq	   *r = clientp;
+	curl_socket_t s;
 
 	if (purpose == CURLSOCKTYPE_IPCXN && jf_http_sockaddr_denied(r->http, &address->addr))
 	{
@@ -176,7 +250,10 @@ open_socket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *addres
 	/* a name with a denied and an allowed address fails as a connection */
 	if (purpose == CURLSOCKTYPE_IPCXN)
 		r->tried_allowed = true;
-	return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+	s = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+	if (s != CURL_SOCKET_BAD)
+		socket_opened(r->http, s);
+	return s;
 }
 
 /*
@@ -259,14 +336,22 @@ follow_allowed(JfReq *r)
  * this transfer (CURLINFO_NUM_CONNECTS counts those) is fresh.
  */
 static bool
-connection_closed_by_peer(JfReq *r, int local_port, int remote_port)
+connection_closed_by_peer(JfReq *r, const char *local_ip, int local_port,
+						  const char *remote_ip, int remote_port)
 {
 	long		connects = 0;
+	bool		multiplexed;
 
 	if (curl_easy_getinfo(r->easy, CURLINFO_NUM_CONNECTS, &connects) != CURLE_OK ||
 		connects > 0)
 		return false;
-	return jf_http_sockets_closed_by_peer(r->http, local_port, remote_port);
+	if (!jf_http_sockets_closed_by_peer(r->http, local_ip, local_port,
+										remote_ip, remote_port, &multiplexed))
+		return false;
+	/* curl keeps an HTTP/2 connection when a stream on it stops */
+	if (multiplexed)
+		r->fresh = true;
+	return true;
 }
 
 /*
@@ -305,7 +390,8 @@ prereq_cb(void *clientp, char *primary_ip, char *local_ip, int primary_port, int
 		r->tried_allowed = false;
 		return CURL_PREREQFUNC_ABORT;
 	}
-	if (r->sends == 0 && connection_closed_by_peer(r, local_port, primary_port))
+	if (r->sends == 0 && connection_closed_by_peer(r, local_ip, local_port,
+													 primary_ip, primary_port))
 	{
 		r->refused = JF_REFUSED_STALE;
 		return CURL_PREREQFUNC_ABORT;
@@ -673,7 +759,7 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	r->refused = JF_REFUSED_NONE;
 	r->sends = 0;
 	r->answered = false;
-	SETOPT(CURLOPT_URL, r->url);
+	SETOPT(CURLOPT_CURLU, r->uh);
 	SETOPT(CURLOPT_PRIVATE, r);
 	SETOPT(CURLOPT_ERRORBUFFER, r->errbuf);
 	SETOPT(CURLOPT_NOSIGNAL, 1L);
@@ -692,12 +778,13 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	SETOPT(CURLOPT_HEADERDATA, r);
 	SETOPT(CURLOPT_OPENSOCKETFUNCTION, open_socket_cb);
 	SETOPT(CURLOPT_OPENSOCKETDATA, r);
+	/* the connection keeps these, so they take the dispatcher, not r */
+	SETOPT(CURLOPT_CLOSESOCKETFUNCTION, close_socket_cb);
+	SETOPT(CURLOPT_CLOSESOCKETDATA, h);
 	SETOPT(CURLOPT_PREREQFUNCTION, prereq_cb);
 	SETOPT(CURLOPT_PREREQDATA, r);
-	SETOPT(CURLOPT_CLOSESOCKETFUNCTION, jf_http_sockets_close_cb);
-	SETOPT(CURLOPT_CLOSESOCKETDATA, h);
 	/* a stale connection seldom comes alone: after two, a new one for sure */
-	if (r->restarts >= 2)
+	if (r->restarts >= 2 || r->fresh)
 		SETOPT(CURLOPT_FRESH_CONNECT, 1L);
 
 	/*
@@ -705,7 +792,11 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	 * parsed once and cached in the multi handle (which curl does only when
 	 * no CA directory is set), and a burst to an HTTP/2 receiver waits for
 	 * the first connection's ALPN and multiplexes on it rather than opening
-	 * one connection per request.
+	 * one connection per request.  Only over TLS: curl 7.88 learns that a
+	 * plain-http:// server cannot multiplex from its first response's
+	 * status line, and wakes the waiting requests only when that transfer
+	 * ends, so they would all wait behind the first answer (past their own
+	 * timeouts, unsent).  Over TLS the handshake's ALPN wakes them.
 	 */
 	if (h->share)
 		SETOPT(CURLOPT_SHARE, h->share);
@@ -713,7 +804,8 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 		SETOPT(CURLOPT_CAINFO, h->ca_file);
 	if (h->no_capath)
 		SETOPT(CURLOPT_CAPATH, (char *) NULL);
-	SETOPT(CURLOPT_PIPEWAIT, 1L);
+	if (strncmp(r->origin, "https://", 8) == 0)
+		SETOPT(CURLOPT_PIPEWAIT, 1L);
 	if (h->resolve)
 		SETOPT(CURLOPT_RESOLVE, h->resolve);
 	if (h->doh_url)
@@ -780,7 +872,7 @@ header_is(const char *line, const char *name)
  * Check the URL and derive the host key (lower-case scheme://host:port).
  * Returns NULL if fine, else a message for an INVALID result; *oom is set
  * instead on allocation failure.  URL credentials are remembered only to
- * scrub them from error texts.
+ * scrub them from error texts.  The parsed URL is kept in r->uh.
  */
 static const char *
 parse_url(JfReq *r, char **key, bool *oom)
@@ -841,13 +933,107 @@ parse_url(JfReq *r, char **key, bool *oom)
 	curl_free(scheme);
 	curl_free(host);
 	curl_free(port);
-	curl_url_cleanup(u);
+	/* kept for curl (CURLOPT_CURLU), which then need not parse it again */
+	if (problem == NULL && !*oom)
+		r->uh = u;
+	else
+		curl_url_cleanup(u);
 	return problem;
+}
+
+/*
+ * name followed by v in decimal, into line (64 bytes are plenty): the
+ * same text as snprintf's "%" PRId64, at a fraction of its cost, since
+ * every request formats two of these.
+ */
+static void
+header_with_number(char *line, const char *name, int64_t v)
+{
+	char		digits[24];
+	int			n = 0;
+	uint64_t	u = v < 0 ? -(uint64_t) v : (uint64_t) v;
+	size_t		len = strlen(name);
+
+	memcpy(line, name, len);
+	do
+	{
+		digits[n++] = (char) ('0' + u % 10);
+		u /= 10;
+	} while (u > 0);
+	if (v < 0)
+		line[len++] = '-';
+	while (n > 0)
+		line[len++] = digits[--n];
+	line[len] = '\0';
+}
+
+/*
+ * Many tasks call the same URL: the parse of the last URL seen in each of
+ * a few slots (by a hash of its text) is kept, and a request for the same
+ * text gets a copy of it (curl_url_dup, a handful of strdups) instead of
+ * parsing again.  true if r->uh and *key were set that way (or *oom).
+ */
+static bool
+url_memo_get(JfHttp *h, JfReq *r, char **key, bool *oom)
+{
+	JfUrlMemo  *m = &h->urls[jf_hash_string(r->url) & (JF_URL_MEMO - 1)];
+
+	if (m->url == NULL || strcmp(m->url, r->url) != 0)
+		return false;
+	r->uh = curl_url_dup(m->uh);
+	*key = strdup(m->key);
+	if (r->uh == NULL || *key == NULL)
+		*oom = true;
+	return true;
+}
+
+/*
+ * Remember r's freshly parsed URL in its slot.  Not one with credentials,
+ * so that no secret outlives its request; on OOM nothing is kept.
+ */
+static void
+url_memo_put(JfHttp *h, const JfReq *r, const char *key)
+{
+	JfUrlMemo  *m = &h->urls[jf_hash_string(r->url) & (JF_URL_MEMO - 1)];
+	JfUrlMemo	n;
+
+	if (r->secret_user || r->secret_pass)
+		return;
+	n.url = strdup(r->url);
+	n.uh = curl_url_dup(r->uh);
+	n.key = strdup(key);
+	if (n.url == NULL || n.uh == NULL || n.key == NULL)
+	{
+		free(n.url);
+		curl_url_cleanup(n.uh);
+		free(n.key);
+		return;
+	}
+	free(m->url);
+	curl_url_cleanup(m->uh);
+	free(m->key);
+	*m = n;
+}
+
+/* At the dispatcher's end. */
+void
+jf_http_url_memo_clear(JfHttp *h)
+{
+	for (int i = 0; i < JF_URL_MEMO; i++)
+	{
+		free(h->urls[i].url);
+		curl_url_cleanup(h->urls[i].uh);
+		free(h->urls[i].key);
+		h->urls[i].url = NULL;
+		h->urls[i].uh = NULL;
+		h->urls[i].key = NULL;
+	}
 }
 
 /* Copy the request into r; same contract as parse_url(). */
 const char *
-jf_http_req_prepare(JfReq *r, const JfHttpRequest *req, char **key, bool *oom)
+jf_http_req_prepare(JfHttp *h, JfReq *r, const JfHttpRequest *req, char **key,
+					bool *oom)
 {
 	char		line[64];
 	const char *problem;
@@ -892,11 +1078,11 @@ jf_http_req_prepare(JfReq *r, const JfHttpRequest *req, char **key, bool *oom)
 		struct curl_slist *n;
 
 		if (i == 0)
-			snprintf(line, sizeof(line), "X-Jobflow-Task-Id: %" PRId64, req->task_id);
+			header_with_number(line, "X-Jobflow-Task-Id: ", req->task_id);
 		else if (i == 1)
-			snprintf(line, sizeof(line), "X-Jobflow-Attempt: %" PRId32, req->attempt);
+			header_with_number(line, "X-Jobflow-Attempt: ", req->attempt);
 		else
-			snprintf(line, sizeof(line), "Expect:");
+			strcpy(line, "Expect:");
 		if ((n = curl_slist_append(r->headers, line)) == NULL)
 		{
 			*oom = true;
@@ -922,7 +1108,14 @@ jf_http_req_prepare(JfReq *r, const JfHttpRequest *req, char **key, bool *oom)
 		r->body_len = req->body_len;
 	}
 	r->timeout_ms = req->timeout_ms;
-	problem = parse_url(r, key, oom);
+	if (url_memo_get(h, r, key, oom))
+		problem = NULL;
+	else
+	{
+		problem = parse_url(r, key, oom);
+		if (problem == NULL && !*oom)
+			url_memo_put(h, r, *key);
+	}
 	if (problem == NULL && !*oom && !jf_http_dup_opt(*key, &r->origin))
 		*oom = true;
 	return problem;

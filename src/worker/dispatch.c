@@ -88,6 +88,7 @@ struct JfDispatch
 	SPIPlanPtr	claim_plan;
 	bool		places_freed;	/* since the last pick */
 	MemoryContext claim_cxt;	/* requests between claim and submit */
+	uint64_t	stale_seen;		/* jf_http_stale_restarts, counted so far */
 };
 
 static JfHttpConfig
@@ -972,7 +973,15 @@ jf_dispatch_collect(JfWorkerState *ws)
 {
 	JfHttpResult r;
 
+	uint64_t	stale;
+
 	jf_http_perform(ws->http);
+	stale = jf_http_stale_restarts(ws->http);
+	if (stale != ws->dispatch->stale_seen)
+	{
+		jf_metrics_count(JF_COUNT_STALE_CONNECTIONS, stale - ws->dispatch->stale_seen);
+		ws->dispatch->stale_seen = stale;
+	}
 	while (jf_http_next_result(ws->http, &r))
 	{
 		record_result(ws, &r);

@@ -12,7 +12,8 @@
 #   make_ca(directory)       a test CA and a certificate for 127.0.0.1 and
 #                            "localhost" signed by it (openssl), returns
 #                            (ca_file, cert_file, key_file)
-#   Nginx(keepalive_timeout="1s", http2=False)
+#   Nginx(keepalive_timeout="1s", http2=False, ca_from=None)
+#       (ca_from: another Nginx whose CA and certificate to use)
 #       .start(), .stop(), .reload() (a graceful restart: new workers take
 #       over, the old ones close their idle connections), .url(scheme,
 #       path), .log() (one dict per request: arrival, uri, task id,
@@ -93,11 +94,15 @@ def make_ca(directory):
 
 
 class Nginx:
-    def __init__(self, keepalive_timeout="1s", http2=False):
+    def __init__(self, keepalive_timeout="1s", http2=False, ca_from=None):
         self.prefix = tempfile.mkdtemp(prefix="jobflow-nginx-")
         os.chmod(self.prefix, 0o755)
         os.makedirs(os.path.join(self.prefix, "tmp"))
-        self.ca, cert, key = make_ca(self.prefix)
+        if ca_from is None:
+            self.ca, cert, key = make_ca(self.prefix)
+        else:
+            self.ca, cert, key = ca_from.ca, ca_from.cert, ca_from.key
+        self.cert, self.key = cert, key
         self.http_port, self.https_port = free_port(), free_port()
         if os.getuid() == 0:
             user_line = "user nobody nogroup;"
