@@ -24,8 +24,15 @@ import time
 
 
 def median(vals):
-    vals = [v for v in vals if v is not None]
-    return statistics.median(vals) if vals else None
+    """The median, as an int when it is one (the printed tables' format
+    tells ints from ratios)."""
+    vals = [v for v in vals if v is not None and not isinstance(v, str)]
+    if not vals:
+        return None
+    m = statistics.median(vals)
+    if isinstance(m, float) and m.is_integer() and all(isinstance(v, int) for v in vals):
+        return int(m)
+    return round(m, 1) if abs(m) >= 10 else round(m, 3)
 
 
 def ratio(a, b):
