@@ -536,6 +536,7 @@ jf_http_create(const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 		set_err(errbuf, errlen, "could not configure the curl multi handle");
 		goto fail;
 	}
+	h->h2_uploads = curl_version_info(CURLVERSION_NOW)->version_num >= 0x080300;
 	/* one thread: the share needs no lock callbacks */
 	h->share = curl_share_init();
 	if (h->share == NULL ||

@@ -148,6 +148,7 @@ struct JfHttp
 	bool		no_capath;		/* no CA directory, only a bundle: see
 								 * request.c */
 	CURLSH	   *share;			/* TLS sessions, for every handle */
+	bool		h2_uploads;		/* libcurl's HTTP/2 uploads are sound (8.3+) */
 	bool		timer_set;
 	int64_t		timer_deadline_us;	/* CLOCK_MONOTONIC */
 	uint64_t	next_seq;

@@ -797,6 +797,13 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	 * status line, and wakes the waiting requests only when that transfer
 	 * ends, so they would all wait behind the first answer (past their own
 	 * timeouts, unsent).  Over TLS the handshake's ALPN wakes them.
+	 *
+	 * A request with a body goes over HTTP/1.1 unless libcurl is 8.3 or
+	 * later: before that, an HTTP/2 upload to a receiver that answers
+	 * before reading the body and closes the stream (as RFC 9113, section
+	 * 8.1, allows: a 401, or nginx's "return") fails with a stream error,
+	 * even after the answer came, or hangs until its timeout; either way
+	 * the request was delivered and would be retried.
 	 */
 	if (h->share)
 		SETOPT(CURLOPT_SHARE, h->share);
@@ -805,7 +812,12 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	if (h->no_capath)
 		SETOPT(CURLOPT_CAPATH, (char *) NULL);
 	if (strncmp(r->origin, "https://", 8) == 0)
-		SETOPT(CURLOPT_PIPEWAIT, 1L);
+	{
+		if (has_body && !h->h2_uploads)
+			SETOPT(CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_1_1);
+		else
+			SETOPT(CURLOPT_PIPEWAIT, 1L);
+	}
 	if (h->resolve)
 		SETOPT(CURLOPT_RESOLVE, h->resolve);
 	if (h->doh_url)

@@ -15,12 +15,13 @@
 #
 # -------------------------------------------------------------------------
 
+import subprocess
 import time
 import uuid
 
 import pytest
 
-from conftest import _connect, query, stat, wait_final
+from conftest import _connect, query, schedule, stat, wait_final
 from nginx_receiver import Nginx
 
 
@@ -148,3 +149,29 @@ def test_http2_receiver_restart_costs_no_attempt(db, nginx_h2):
     seen = [r for r in nginx_h2.log() if tag in r["uri"]]
     assert len(seen) == len(ids)
     assert before and {r["connection"] for r in seen} - before
+
+
+def test_http2_receiver_answering_before_the_body(db, nginx_h2):
+    """A receiver that answers before reading the request's body (nginx's
+    return, a 401 from a proxy) and closes the stream: with libcurl before
+    8.3 an HTTP/2 upload then fails or hangs although the answer came, so
+    requests with a body go over HTTP/1.1 there, bodiless ones over
+    HTTP/2."""
+    tag = uuid.uuid4().hex
+    big = {"x": "y" * (256 * 1024)}
+    with_body = [schedule(db, nginx_h2.url("https", "/body?t=%s&i=%d" % (tag, i)),
+                          method="POST", body=big, run_at_sql="now() + interval '1 s'")
+                 for i in range(20)]
+    without = [schedule(db, nginx_h2.url("https", "/nobody?t=%s&i=%d" % (tag, i)),
+                        run_at_sql="now() + interval '1 s'")
+               for i in range(20)]
+    check_first_attempts(db, with_body + without)
+    seen = [r for r in nginx_h2.log() if tag in r["uri"]]
+    assert len(seen) == 40
+    protocols = {}
+    for r in seen:
+        protocols.setdefault(r["uri"].split("?")[0], set()).add(r["protocol"])
+    vernum = int(subprocess.run(["curl-config", "--vernum"], capture_output=True,
+                                text=True, check=True).stdout, 16)
+    assert protocols["/nobody"] == {"HTTP/2.0"}
+    assert protocols["/body"] == {"HTTP/1.1" if vernum < 0x080300 else "HTTP/2.0"}
