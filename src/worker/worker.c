@@ -378,12 +378,12 @@ housekeeping_deadline(JfWorkerState *ws)
 
 /*
  * Microseconds to sleep until deadline_ms (-1: no deadline).  The loop
- * waits whole milliseconds rounded down, then sleeps what is left under a
- * millisecond, so that a task fires within microseconds of its time:
- * rounded up to the millisecond, as WaitEventSetWait counts, the wait made
- * every task half a millisecond late on average, and up to one.  Waking a
- * little early costs a turn that finds nothing due; nothing fires early,
- * as the wheel only gives what is due by the clock.
+ * waits whole milliseconds rounded down, then, if nothing woke it, sleeps
+ * what is left under a millisecond, so that a task fires within
+ * microseconds of its time: rounded up to the millisecond, as
+ * WaitEventSetWait counts, the wait made every task half a millisecond
+ * late on average, and up to one.  Nothing fires early either way: the
+ * wheel only gives what is due by the clock.
  */
 static int64
 us_until(int64 deadline_ms)
@@ -650,12 +650,21 @@ run_loop(JfWorkerState *ws, WaitEventSet *wes)
 		http_timeout = jf_http_timeout_ms(ws->http);
 		if (http_timeout >= 0 && (wait_us < 0 || http_timeout * 1000 < wait_us))
 			wait_us = http_timeout * 1000;
-		if (wait_us > 0 && wait_us < 1000)
-			pg_usleep(wait_us);
-		else if (wait_us != 0)
+		if (wait_us > 0)
 		{
-			timeout = wait_us < 0 ? -1 : (long) Min(wait_us / 1000, (int64) INT_MAX);
-			(void) WaitEventSetWait(wes, timeout, &ev, 1, jf_wait_event(JF_WAIT_MAIN));
+			int64		wake_us = now_us() + wait_us;
+
+			/* whole milliseconds first, then, unless woken, the rest */
+			timeout = (long) Min(wait_us / 1000, (int64) INT_MAX);
+			if (timeout > 0 &&
+				WaitEventSetWait(wes, timeout, &ev, 1, jf_wait_event(JF_WAIT_MAIN)) > 0)
+				ResetLatch(MyLatch);
+			else if ((wait_us = wake_us - now_us()) > 0)
+				pg_usleep(Min(wait_us, 1000));
+		}
+		else if (wait_us < 0)
+		{
+			(void) WaitEventSetWait(wes, -1, &ev, 1, jf_wait_event(JF_WAIT_MAIN));
 			ResetLatch(MyLatch);
 		}
 		CHECK_FOR_INTERRUPTS();
