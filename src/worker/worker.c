@@ -269,8 +269,14 @@ raise_fd_limit(void)
 /*
  * A burst leaves malloc holding the memory of thousands of requests and
  * responses (libcurl's, not palloc's): hand it back once the backlog has
- * drained, so an idle worker stays small.
+ * drained, so an idle worker stays small.  Only after a backlog of at
+ * least TRIM_AFTER_REQUESTS requests and buffered outcomes at once: under a
+ * steady trickle every outcome flush empties the worker, and trimming then
+ * (a walk of the heap and about ten madvise calls, 0.3 to 1 ms) held up
+ * the next due task for memory that a few requests never took.
  */
+#define TRIM_AFTER_REQUESTS 64
+
 static void
 release_memory(void)
 {
@@ -292,6 +298,102 @@ ms_until(int64 deadline_ms)
 	if (wait_us <= 0)
 		return 0;
 	return (long) Min((wait_us + 999) / 1000, (int64) INT_MAX);
+}
+
+/*
+ * The loop's chores (writing outcomes, housekeeping, pruning) each take a
+ * transaction and from a few hundred microseconds to milliseconds.  One
+ * that starts just before a task falls due holds the task up for as long
+ * as it runs; under a steady load of 100 tasks a second an outcome flush
+ * (1 to 2 ms, 17 a second) overlapped the next due task every few dozen
+ * turns.  So a chore whose time has come waits while a task falls due
+ * before it would end, at most CHORE_MAX_DEFER_MS: the loop fires the task
+ * first and runs the chore in the same turn, right after.  A task already
+ * due (a backlog) holds no chore back, and nothing waits longer than that
+ * bound, whatever the load.  The cost of each chore is the decaying
+ * maximum of its last runs.
+ */
+#define CHORE_MAX_DEFER_MS 10
+#define CHORE_MARGIN_US 500
+#define CHORE_FIRST_COST_US 2000
+
+typedef struct Chore
+{
+	int64		cost_us;
+	int64		started_us;
+} Chore;
+
+static int64
+now_us(void)
+{
+	return GetCurrentTimestamp() + JF_EPOCH_DIFF_US;
+}
+
+/*
+ * Whether a chore due at deadline_ms runs now, the next task falling due
+ * at next_due_ms; max_defer_ms bounds how long it may wait.
+ */
+static bool
+chore_runs(Chore *c, int64 deadline_ms, int64 next_due_ms, int64 max_defer_ms)
+{
+	int64		now = now_us();
+
+	if (now / 1000 < deadline_ms)
+		return false;
+	c->started_us = now;
+	if (next_due_ms == PG_INT64_MAX || next_due_ms * 1000 <= now ||
+		now / 1000 >= deadline_ms + max_defer_ms)
+		return true;
+	return next_due_ms * 1000 - now > c->cost_us + CHORE_MARGIN_US;
+}
+
+/* After a chore ran: what it took goes into its cost. */
+static void
+chore_done(Chore *c)
+{
+	int64		took = now_us() - c->started_us;
+
+	c->cost_us = Max(took, c->cost_us - c->cost_us / 8);
+}
+
+/*
+ * When the loop must come back for a chore: its deadline, or, if it waits
+ * for a due task, the end of its wait (the task's deadline wakes the loop
+ * before).
+ */
+static int64
+chore_wake(int64 deadline_ms, bool waiting, int64 max_defer_ms)
+{
+	return waiting ? deadline_ms + max_defer_ms : deadline_ms;
+}
+
+/* When housekeeping is due: its schedule, or soon after dropped notifications. */
+static int64
+housekeeping_deadline(JfWorkerState *ws)
+{
+	if (ws->rescan_soon)
+		return Min(ws->next_housekeeping_ms, ws->last_housekeeping_ms + RESCAN_SOON_MS);
+	return ws->next_housekeeping_ms;
+}
+
+/*
+ * Microseconds to sleep until deadline_ms (-1: no deadline).  The loop
+ * waits whole milliseconds rounded down, then, if nothing woke it, sleeps
+ * what is left under a millisecond, so that a task fires within
+ * microseconds of its time: rounded up to the millisecond, as
+ * WaitEventSetWait counts, the wait made every task half a millisecond
+ * late on average, and up to one.  Nothing fires early either way: the
+ * wheel only gives what is due by the clock.
+ */
+static int64
+us_until(int64 deadline_ms)
+{
+	int64		wait_us;
+
+	if (deadline_ms == PG_INT64_MAX)
+		return -1;
+	wait_us = deadline_ms * 1000 - now_us();
+	return Max(wait_us, 0);
 }
 
 /*
@@ -419,13 +521,26 @@ static void
 run_loop(JfWorkerState *ws, WaitEventSet *wes)
 {
 	bool		busy = false;
+	Chore		housekeeping = {CHORE_FIRST_COST_US, 0};
+	Chore		flush = {CHORE_FIRST_COST_US, 0};
+	Chore		prune = {CHORE_FIRST_COST_US, 0};
+	int64		most_held = 0;	/* requests and outcomes held at once since
+								 * the last trim */
 
 	while (!got_sigterm)
 	{
 		WaitEvent	ev;
+		int64		held;
+		int64		next_due;
+		int64		housekeeping_at;
+		int64		flush_defer_ms;
+		bool		housekeeping_waits;
+		bool		flush_waits;
+		bool		prune_waits;
 		bool		more_due;
 		bool		paused;
 		int64		deadline;
+		int64		wait_us;
 		long		timeout;
 		long		http_timeout;
 		TimestampTz turn_start;
@@ -463,36 +578,65 @@ run_loop(JfWorkerState *ws, WaitEventSet *wes)
 		paused = dispatch_paused(ws);
 		if (!paused)
 			more_due |= jf_dispatch_due(ws, jf_now_ms());
-		if (jf_now_ms() >= ws->next_housekeeping_ms ||
-			(ws->rescan_soon && jf_now_ms() >= ws->last_housekeeping_ms + RESCAN_SOON_MS))
+		/* chores wait for a task about to fall due (see Chore) */
+		next_due = paused ? PG_INT64_MAX :
+			Min(jf_wheel_next_deadline(ws->wheel), jf_dispatch_deadline(ws));
+		housekeeping_at = housekeeping_deadline(ws);
+		flush_defer_ms = Min(CHORE_MAX_DEFER_MS, jobflow_log_flush_ms);
+		housekeeping_waits = flush_waits = prune_waits = false;
+		if (chore_runs(&housekeeping, housekeeping_at, next_due, CHORE_MAX_DEFER_MS))
+		{
 			jf_feed_housekeeping(ws, jf_now_ms());
-		/* lanes and origins made faster than housekeeping frees them */
-		else if (ws->fair != NULL && jf_fair_collect_due(ws->fair))
-			(void) jf_fair_collect(ws->fair, jf_rate_clock_us(), JF_FAIR_COLLECT_LOOK,
-								   JF_FAIR_COLLECT_FREE);
-		if (jf_now_ms() >= jf_log_writer_deadline(ws->log))
+			chore_done(&housekeeping);
+		}
+		else
+		{
+			housekeeping_waits = jf_now_ms() >= housekeeping_at;
+			/* lanes and origins made faster than housekeeping frees them */
+			if (ws->fair != NULL && jf_fair_collect_due(ws->fair))
+				(void) jf_fair_collect(ws->fair, jf_rate_clock_us(), JF_FAIR_COLLECT_LOOK,
+									   JF_FAIR_COLLECT_FREE);
+		}
+		if (chore_runs(&flush, jf_log_writer_deadline(ws->log), next_due, flush_defer_ms))
+		{
 			jf_log_writer_flush(ws->log);
+			chore_done(&flush);
+		}
+		else
+			flush_waits = jf_now_ms() >= jf_log_writer_deadline(ws->log);
 		if (jf_now_ms() >= ws->strays_look_ms)
 			jf_dispatch_rescue_strays(ws);
-		if (jf_now_ms() >= jf_prune_deadline(ws))
+		if (chore_runs(&prune, jf_prune_deadline(ws), next_due, CHORE_MAX_DEFER_MS))
+		{
 			jf_prune_turn(ws);
+			chore_done(&prune);
+		}
+		else
+			prune_waits = jf_now_ms() >= jf_prune_deadline(ws);
 		publish_stats(ws);
-		if (jf_http_in_flight(ws->http) + jf_http_queued(ws->http) > 0)
+		held = jf_http_in_flight(ws->http) + jf_http_queued(ws->http);
+		if (held > 0)
+		{
 			busy = true;
+			most_held = Max(most_held, held + jf_log_writer_buffered(ws->log));
+		}
 		else if (busy && jf_log_writer_buffered(ws->log) == 0)
 		{
-			release_memory();
+			if (most_held >= TRIM_AFTER_REQUESTS)
+				release_memory();
 			busy = false;
+			most_held = 0;
 		}
 
-		deadline = Min(ws->next_housekeeping_ms, jf_log_writer_deadline(ws->log));
-		deadline = Min(deadline, jf_prune_deadline(ws));
+		deadline = chore_wake(housekeeping_deadline(ws), housekeeping_waits, CHORE_MAX_DEFER_MS);
+		deadline = Min(deadline, chore_wake(jf_log_writer_deadline(ws->log), flush_waits,
+											flush_defer_ms));
+		deadline = Min(deadline, chore_wake(jf_prune_deadline(ws), prune_waits,
+											CHORE_MAX_DEFER_MS));
 		deadline = Min(deadline, hosts_deadline(ws->fair));
 		deadline = Min(deadline, ws->strays_look_ms);
 		if (jf_worker_part == 0)
 			deadline = Min(deadline, jf_guard_roles_deadline());
-		if (ws->rescan_soon)
-			deadline = Min(deadline, ws->last_housekeeping_ms + RESCAN_SOON_MS);
 		if (more_due || (!paused && jf_dispatch_room_freed(ws)))
 			deadline = 0;
 		else if (!paused)
@@ -501,14 +645,26 @@ run_loop(JfWorkerState *ws, WaitEventSet *wes)
 			/* a rate's next token: parked tasks wait for it */
 			deadline = Min(deadline, jf_dispatch_deadline(ws));
 		}
-		timeout = ms_until(deadline);
+		wait_us = us_until(deadline);
 		jf_metrics_observe(JF_HIST_TURN, GetCurrentTimestamp() - turn_start);
 		http_timeout = jf_http_timeout_ms(ws->http);
-		if (http_timeout >= 0 && (timeout < 0 || http_timeout < timeout))
-			timeout = http_timeout;
-		if (timeout != 0)
+		if (http_timeout >= 0 && (wait_us < 0 || http_timeout * 1000 < wait_us))
+			wait_us = http_timeout * 1000;
+		if (wait_us > 0)
 		{
-			(void) WaitEventSetWait(wes, timeout, &ev, 1, jf_wait_event(JF_WAIT_MAIN));
+			int64		wake_us = now_us() + wait_us;
+
+			/* whole milliseconds first, then, unless woken, the rest */
+			timeout = (long) Min(wait_us / 1000, (int64) INT_MAX);
+			if (timeout > 0 &&
+				WaitEventSetWait(wes, timeout, &ev, 1, jf_wait_event(JF_WAIT_MAIN)) > 0)
+				ResetLatch(MyLatch);
+			else if ((wait_us = wake_us - now_us()) > 0)
+				pg_usleep(Min(wait_us, 1000));
+		}
+		else if (wait_us < 0)
+		{
+			(void) WaitEventSetWait(wes, -1, &ev, 1, jf_wait_event(JF_WAIT_MAIN));
 			ResetLatch(MyLatch);
 		}
 		CHECK_FOR_INTERRUPTS();
