@@ -504,6 +504,9 @@ apply_config(JfHttp *h, const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 	h->max_per_host = cfg->max_per_host > 0 ? cfg->max_per_host : 1;
 	h->max_response_bytes = cfg->max_response_bytes;
 	h->max_redirects = cfg->max_redirects > 0 ? cfg->max_redirects : 0;
+	/* pooled handles still carry the old settings: set up again when taken */
+	if (++h->config_gen == 0)
+		h->config_gen = 1;		/* 0 stands for a new handle */
 	/* bound idle cached connections (and so open fds) too */
 	curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long) h->max_concurrent);
 	return true;
@@ -558,6 +561,8 @@ jf_http_create(const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 		goto fail;
 	}
 	h->h2_uploads = curl_version_info(CURLVERSION_NOW)->version_num >= 0x080300;
+	h->http_version = (curl_version_info(CURLVERSION_NOW)->features & CURL_VERSION_HTTP2) ?
+		CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_1_1;
 	/* one thread: the share needs no lock callbacks */
 	h->share = curl_share_init();
 	if (h->share == NULL ||
