@@ -300,6 +300,64 @@ url_origin(const char *url)
 }
 
 /*
+ * name followed by v in decimal, into line (64 bytes are plenty): the
+ * same text as snprintf's "%" PRId64, at a fraction of its cost, since
+ * every request formats two of these.
+ */
+static void
+header_with_number(char *line, const char *name, int64_t v)
+{
+	char		digits[24];
+	int			n = 0;
+	uint64_t	u = v < 0 ? -(uint64_t) v : (uint64_t) v;
+	size_t		len = strlen(name);
+
+	memcpy(line, name, len);
+	do
+	{
+		digits[n++] = (char) ('0' + u % 10);
+		u /= 10;
+	} while (u > 0);
+	if (v < 0)
+		line[len++] = '-';
+	while (n > 0)
+		line[len++] = digits[--n];
+	line[len] = '\0';
+}
+
+/*
+ * jobflow's own headers alone, for a hop to another origin: built only
+ * then, since few requests ever need them.  false on OOM.
+ */
+static bool
+build_own_headers(JfReq *r)
+{
+	char		line[64];
+
+	if (r->own_headers)
+		return true;
+	for (int i = 0; i < 3; i++)
+	{
+		struct curl_slist *n;
+
+		if (i == 0)
+			header_with_number(line, "X-Jobflow-Task-Id: ", r->res.task_id);
+		else if (i == 1)
+			header_with_number(line, "X-Jobflow-Attempt: ", r->res.attempt);
+		else
+			strcpy(line, "Expect:");
+		if ((n = curl_slist_append(r->own_headers, line)) == NULL)
+		{
+			curl_slist_free_all(r->own_headers);
+			r->own_headers = NULL;
+			return false;
+		}
+		r->own_headers = n;
+	}
+	return true;
+}
+
+/*
  * A redirect hop is about to be sent: refuse it if it leaves the task's
  * origin, unless allowed; then only jobflow's own headers go along, and
  * a task with a body is not redirected at all (a 307/308 would re-send
@@ -332,7 +390,8 @@ follow_allowed(JfReq *r)
 		r->refused = JF_REFUSED_CROSS_ORIGIN_BODY;
 		return false;
 	}
-	if (curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->own_headers) != CURLE_OK)
+	if (!build_own_headers(r) ||
+		curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->own_headers) != CURLE_OK)
 		return false;
 	return true;
 }
@@ -994,32 +1053,6 @@ parse_url(JfReq *r, char **key, bool *oom)
 }
 
 /*
- * name followed by v in decimal, into line (64 bytes are plenty): the
- * same text as snprintf's "%" PRId64, at a fraction of its cost, since
- * every request formats two of these.
- */
-static void
-header_with_number(char *line, const char *name, int64_t v)
-{
-	char		digits[24];
-	int			n = 0;
-	uint64_t	u = v < 0 ? -(uint64_t) v : (uint64_t) v;
-	size_t		len = strlen(name);
-
-	memcpy(line, name, len);
-	do
-	{
-		digits[n++] = (char) ('0' + u % 10);
-		u /= 10;
-	} while (u > 0);
-	if (v < 0)
-		line[len++] = '-';
-	while (n > 0)
-		line[len++] = digits[--n];
-	line[len] = '\0';
-}
-
-/*
  * Many tasks call the same URL: the parse of the last URL seen in each of
  * a few slots (by a hash of its text) is kept, and a request for the same
  * text gets a copy of it (curl_url_dup, a handful of strdups) instead of
@@ -1141,12 +1174,6 @@ jf_http_req_prepare(JfHttp *h, JfReq *r, const JfHttpRequest *req, char **key,
 			return NULL;
 		}
 		r->headers = n;
-		if ((n = curl_slist_append(r->own_headers, line)) == NULL)
-		{
-			*oom = true;
-			return NULL;
-		}
-		r->own_headers = n;
 	}
 	if (req->body_len > 0)
 	{
