@@ -284,22 +284,40 @@ fire_timer(JfHttp *h)
 }
 
 /*
- * All of curl's work happens here.  Signals are blocked meanwhile because
- * this is where curl's threaded resolver starts its threads, which inherit
- * our mask: with everything blocked, the backend's signal handlers only
- * ever run on the backend's own thread.  Pending signals are delivered on
- * return; nothing here blocks, so that is soon.
+ * Signals are blocked before curl runs any transfer, because that is where
+ * its threaded resolver starts its threads, which inherit our mask: with
+ * everything blocked, the backend's signal handlers only ever run on the
+ * backend's own thread.  Any curl_multi_socket_action() call may start
+ * one (a transfer whose timer is due, or a redirect to a new name, runs
+ * inside the call for another socket's event), so the first of them in a
+ * jf_http_perform() blocks, and the mask is restored when it returns.
+ * Adding a handle (start_queued) only arms curl's timer and needs no
+ * blocking, so a call with nothing ready makes no mask change at all.
+ */
+static void
+block_signals(bool *blocked, sigset_t *old)
+{
+	sigset_t	all;
+
+	if (*blocked)
+		return;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, old);
+	*blocked = true;
+}
+
+/*
+ * All of curl's work happens here, with signals blocked (block_signals).
+ * Pending signals are delivered on return; nothing here blocks, so that is
+ * soon.
  */
 void
 jf_http_perform(JfHttp *h)
 {
 	struct epoll_event evs[JF_EPOLL_BATCH];
 	int			running;
-	sigset_t	all,
-				old;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
+	sigset_t	old;
+	bool		blocked = false;
 
 	/* socket activity, in bounded batches so one call stays short */
 	for (int round = 0; round < 8; round++)
@@ -325,6 +343,7 @@ jf_http_perform(JfHttp *h)
 				mask |= CURL_CSELECT_OUT;
 			if (ev & EPOLLERR)
 				mask |= CURL_CSELECT_ERR;
+			block_signals(&blocked, &old);
 			curl_multi_socket_action(h->multi, fd, mask, &running);
 		}
 		if (n < JF_EPOLL_BATCH)
@@ -342,11 +361,13 @@ jf_http_perform(JfHttp *h)
 	{
 		if (!h->timer_set || h->timer_deadline_us > jf_http_now_mono_us())
 			break;
+		block_signals(&blocked, &old);
 		fire_timer(h);
 		drain_messages(h);
 		start_queued(h);
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (blocked)
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* Stable for h's lifetime, so the worker can add it to its wait set once. */
@@ -483,6 +504,9 @@ apply_config(JfHttp *h, const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 	h->max_per_host = cfg->max_per_host > 0 ? cfg->max_per_host : 1;
 	h->max_response_bytes = cfg->max_response_bytes;
 	h->max_redirects = cfg->max_redirects > 0 ? cfg->max_redirects : 0;
+	/* pooled handles still carry the old settings: set up again when taken */
+	if (++h->config_gen == 0)
+		h->config_gen = 1;		/* 0 stands for a new handle */
 	/* bound idle cached connections (and so open fds) too */
 	curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long) h->max_concurrent);
 	return true;
@@ -537,6 +561,8 @@ jf_http_create(const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 		goto fail;
 	}
 	h->h2_uploads = curl_version_info(CURLVERSION_NOW)->version_num >= 0x080300;
+	h->http_version = (curl_version_info(CURLVERSION_NOW)->features & CURL_VERSION_HTTP2) ?
+		CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_1_1;
 	/* one thread: the share needs no lock callbacks */
 	h->share = curl_share_init();
 	if (h->share == NULL ||

@@ -74,6 +74,7 @@ typedef struct JfReq
 	uint64_t	seq;			/* submission order */
 	JfHost	   *host;			/* NULL once released or if never queued */
 	CURL	   *easy;
+	uint32_t	easy_gen;		/* the config_gen easy is configured for */
 	char	   *url;
 	CURLU	   *uh;				/* url, parsed (CURLOPT_CURLU) */
 	const char *method;			/* static canonical name */
@@ -163,8 +164,11 @@ struct JfHttp
 	int			nqueued;
 	JfReq	   *done_head;
 	JfReq	   *done_tail;
-	CURL	   *pool[JF_EASY_POOL_MAX];
+	CURL	   *pool[JF_EASY_POOL_MAX];	/* idle handles, configured ... */
+	uint32_t	pool_gen[JF_EASY_POOL_MAX];	/* ... for this config_gen */
 	int			npool;
+	uint32_t	config_gen;		/* bumped by each configuration */
+	long		http_version;	/* libcurl's default CURLOPT_HTTP_VERSION */
 	JfNet	   *deny;			/* deny_networks, parsed */
 	int			ndeny;
 	JfNet	   *allow;			/* allow_networks, parsed */

@@ -108,13 +108,20 @@ jf_http_req_set_error(JfReq *r, int kind, const char *msg)
 	scrub(r->res.error, r->secret_pass);
 }
 
-/* Reusing a reset easy handle saves its allocation and setup per request. */
+/*
+ * Reusing an easy handle saves its allocation and, while the configuration
+ * stays, the setting of every option that is the same for all requests
+ * (jf_http_req_start).  What pointed into the finished request goes.
+ */
 static void
-recycle_easy(JfHttp *h, CURL *e)
+recycle_easy(JfHttp *h, CURL *e, uint32_t gen)
 {
-	if (h->npool < JF_EASY_POOL_MAX)
+	if (h->npool < JF_EASY_POOL_MAX &&
+		curl_easy_setopt(e, CURLOPT_CURLU, (CURLU *) NULL) == CURLE_OK &&
+		curl_easy_setopt(e, CURLOPT_ERRORBUFFER, (char *) NULL) == CURLE_OK &&
+		curl_easy_setopt(e, CURLOPT_PRIVATE, (void *) NULL) == CURLE_OK)
 	{
-		curl_easy_reset(e);
+		h->pool_gen[h->npool] = gen;
 		h->pool[h->npool++] = e;
 	}
 	else
@@ -135,7 +142,7 @@ detach_easy(JfHttp *h, JfReq *r)
 	r->prev = NULL;
 	h->nactive--;
 	curl_multi_remove_handle(h->multi, r->easy);
-	recycle_easy(h, r->easy);
+	recycle_easy(h, r->easy, r->easy_gen);
 	r->easy = NULL;
 }
 
@@ -293,6 +300,64 @@ url_origin(const char *url)
 }
 
 /*
+ * name followed by v in decimal, into line (64 bytes are plenty): the
+ * same text as snprintf's "%" PRId64, at a fraction of its cost, since
+ * every request formats two of these.
+ */
+static void
+header_with_number(char *line, const char *name, int64_t v)
+{
+	char		digits[24];
+	int			n = 0;
+	uint64_t	u = v < 0 ? -(uint64_t) v : (uint64_t) v;
+	size_t		len = strlen(name);
+
+	memcpy(line, name, len);
+	do
+	{
+		digits[n++] = (char) ('0' + u % 10);
+		u /= 10;
+	} while (u > 0);
+	if (v < 0)
+		line[len++] = '-';
+	while (n > 0)
+		line[len++] = digits[--n];
+	line[len] = '\0';
+}
+
+/*
+ * jobflow's own headers alone, for a hop to another origin: built only
+ * then, since few requests ever need them.  false on OOM.
+ */
+static bool
+build_own_headers(JfReq *r)
+{
+	char		line[64];
+
+	if (r->own_headers)
+		return true;
+	for (int i = 0; i < 3; i++)
+	{
+		struct curl_slist *n;
+
+		if (i == 0)
+			header_with_number(line, "X-Jobflow-Task-Id: ", r->res.task_id);
+		else if (i == 1)
+			header_with_number(line, "X-Jobflow-Attempt: ", r->res.attempt);
+		else
+			strcpy(line, "Expect:");
+		if ((n = curl_slist_append(r->own_headers, line)) == NULL)
+		{
+			curl_slist_free_all(r->own_headers);
+			r->own_headers = NULL;
+			return false;
+		}
+		r->own_headers = n;
+	}
+	return true;
+}
+
+/*
  * A redirect hop is about to be sent: refuse it if it leaves the task's
  * origin, unless allowed; then only jobflow's own headers go along, and
  * a task with a body is not redirected at all (a 307/308 would re-send
@@ -325,7 +390,8 @@ follow_allowed(JfReq *r)
 		r->refused = JF_REFUSED_CROSS_ORIGIN_BODY;
 		return false;
 	}
-	if (curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->own_headers) != CURLE_OK)
+	if (!build_own_headers(r) ||
+		curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->own_headers) != CURLE_OK)
 		return false;
 	return true;
 }
@@ -715,7 +781,110 @@ header_cb(char *data, size_t size, size_t nmemb, void *arg)
  */
 
 #define SETOPT(opt, val) \
-	do { if (curl_easy_setopt(e, opt, val) != CURLE_OK) goto fail; } while (0)
+	do { if (curl_easy_setopt(e, opt, val) != CURLE_OK) return false; } while (0)
+
+/*
+ * The options every request of the dispatcher shares, on a new or reset
+ * handle (so those left out keep libcurl's defaults); false on OOM.
+ *
+ * TLS: sessions are resumed across handles (the share), the CA store is
+ * parsed once and cached in the multi handle (which curl does only when no
+ * CA directory is set).
+ */
+static bool
+configure_easy(JfHttp *h, CURL *e)
+{
+	SETOPT(CURLOPT_NOSIGNAL, 1L);
+	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
+	SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	SETOPT(CURLOPT_FOLLOWLOCATION, h->max_redirects > 0 ? 1L : 0L);
+	SETOPT(CURLOPT_MAXREDIRS, (long) (h->max_redirects > 0 ? h->max_redirects : 0));
+	SETOPT(CURLOPT_PROXY, h->proxy ? h->proxy : "");
+	if (h->user_agent)
+		SETOPT(CURLOPT_USERAGENT, h->user_agent);
+	SETOPT(CURLOPT_WRITEFUNCTION, write_cb);
+	SETOPT(CURLOPT_HEADERFUNCTION, header_cb);
+	SETOPT(CURLOPT_OPENSOCKETFUNCTION, open_socket_cb);
+	/* the connection keeps these, so they take the dispatcher, not r */
+	SETOPT(CURLOPT_CLOSESOCKETFUNCTION, close_socket_cb);
+	SETOPT(CURLOPT_CLOSESOCKETDATA, h);
+	SETOPT(CURLOPT_PREREQFUNCTION, prereq_cb);
+	if (h->share)
+		SETOPT(CURLOPT_SHARE, h->share);
+	if (h->ca_file)
+		SETOPT(CURLOPT_CAINFO, h->ca_file);
+	if (h->no_capath)
+		SETOPT(CURLOPT_CAPATH, (char *) NULL);
+	if (h->resolve)
+		SETOPT(CURLOPT_RESOLVE, h->resolve);
+	if (h->doh_url)
+		SETOPT(CURLOPT_DOH_URL, h->doh_url);
+	/* a slow DNS lookup must not make curl join its resolver thread */
+	(void) curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
+	return true;
+}
+
+/*
+ * Every option that can differ from one request to the next, each set on
+ * every call, to its default when this request does not need it: a
+ * recycled handle keeps whatever the last request set (a redirect may even
+ * have swapped its header list, see follow_allowed).  false on OOM.
+ *
+ * A burst to an HTTP/2 receiver waits for the first connection's ALPN and
+ * multiplexes on it (PIPEWAIT) rather than opening one connection per
+ * request.  Only over TLS: curl 7.88 learns that a plain-http:// server
+ * cannot multiplex from its first response's status line, and wakes the
+ * waiting requests only when that transfer ends, so they would all wait
+ * behind the first answer (past their own timeouts, unsent).  Over TLS the
+ * handshake's ALPN wakes them.
+ *
+ * A request with a body goes over HTTP/1.1 unless libcurl is 8.3 or
+ * later: before that, an HTTP/2 upload to a receiver that answers before
+ * reading the body and closes the stream (as RFC 9113, section 8.1,
+ * allows: a 401, or nginx's "return") fails with a stream error, even
+ * after the answer came, or hangs until its timeout; either way the
+ * request was delivered and would be retried.
+ *
+ * The method: POSTFIELDS makes any request a POST in curl, which HTTPGET
+ * then undoes for those without fields (HEAD never sends one); NOBODY makes a HEAD (and 0 undoes
+ * only that); CUSTOMREQUEST names any other method.
+ */
+static bool
+set_request_options(JfHttp *h, CURL *e, JfReq *r, long timeout_ms)
+{
+	bool		has_body = r->body_len > 0;
+	bool		https = strncmp(r->origin, "https://", 8) == 0;
+	bool		h1_only = https && has_body && !h->h2_uploads;
+	bool		is_get = strcmp(r->method, "GET") == 0;
+	bool		is_head = strcmp(r->method, "HEAD") == 0;
+	bool		is_post = strcmp(r->method, "POST") == 0;
+	bool		fields = (has_body || is_post) && !is_head;
+
+	SETOPT(CURLOPT_CURLU, r->uh);
+	SETOPT(CURLOPT_PRIVATE, r);
+	SETOPT(CURLOPT_ERRORBUFFER, r->errbuf);
+	SETOPT(CURLOPT_TIMEOUT_MS, timeout_ms);
+	SETOPT(CURLOPT_HTTPHEADER, r->headers);
+	SETOPT(CURLOPT_WRITEDATA, r);
+	SETOPT(CURLOPT_HEADERDATA, r);
+	SETOPT(CURLOPT_OPENSOCKETDATA, r);
+	SETOPT(CURLOPT_PREREQDATA, r);
+	/* a stale connection seldom comes alone: after two, a new one for sure */
+	SETOPT(CURLOPT_FRESH_CONNECT, (r->restarts >= 2 || r->fresh) ? 1L : 0L);
+	SETOPT(CURLOPT_HTTP_VERSION, h1_only ? (long) CURL_HTTP_VERSION_1_1 : h->http_version);
+	SETOPT(CURLOPT_PIPEWAIT, https && !h1_only ? 1L : 0L);
+
+	SETOPT(CURLOPT_POSTFIELDS, fields ? (has_body ? r->body : "") : (char *) NULL);
+	SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, fields ? (curl_off_t) r->body_len : (curl_off_t) -1);
+	if (!fields)
+		SETOPT(CURLOPT_HTTPGET, 1L);
+	SETOPT(CURLOPT_NOBODY, is_head ? 1L : 0L);
+	SETOPT(CURLOPT_CUSTOMREQUEST,
+		   (is_get && !has_body) || is_head || is_post ? (char *) NULL : r->method);
+	return true;
+}
+
+#undef SETOPT
 
 /*
  * Add one request to the multi handle.  Any failure turns into a result
@@ -725,8 +894,7 @@ void
 jf_http_req_start(JfHttp *h, JfReq *r)
 {
 	CURL	   *e;
-	bool		has_body = r->body_len > 0;
-
+	uint32_t	gen = 0;
 	long		timeout_ms = r->timeout_ms > 0 ? r->timeout_ms : 0;
 
 	/*
@@ -741,7 +909,14 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 		if (timeout_ms < 1)
 			timeout_ms = 1;
 	}
-	e = h->npool > 0 ? h->pool[--h->npool] : curl_easy_init();
+	if (h->npool > 0)
+	{
+		h->npool--;
+		e = h->pool[h->npool];
+		gen = h->pool_gen[h->npool];
+	}
+	else
+		e = curl_easy_init();
 	if (e == NULL)
 	{
 		jf_http_req_set_error(r, JF_HTTP_OTHER, "could not create a curl handle");
@@ -759,98 +934,22 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 	r->refused = JF_REFUSED_NONE;
 	r->sends = 0;
 	r->answered = false;
-	SETOPT(CURLOPT_CURLU, r->uh);
-	SETOPT(CURLOPT_PRIVATE, r);
-	SETOPT(CURLOPT_ERRORBUFFER, r->errbuf);
-	SETOPT(CURLOPT_NOSIGNAL, 1L);
-	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
-	SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	SETOPT(CURLOPT_FOLLOWLOCATION, h->max_redirects > 0 ? 1L : 0L);
-	SETOPT(CURLOPT_MAXREDIRS, (long) (h->max_redirects > 0 ? h->max_redirects : 0));
-	SETOPT(CURLOPT_TIMEOUT_MS, timeout_ms);
-	SETOPT(CURLOPT_PROXY, h->proxy ? h->proxy : "");
-	if (h->user_agent)
-		SETOPT(CURLOPT_USERAGENT, h->user_agent);
-	SETOPT(CURLOPT_HTTPHEADER, r->headers);
-	SETOPT(CURLOPT_WRITEFUNCTION, write_cb);
-	SETOPT(CURLOPT_WRITEDATA, r);
-	SETOPT(CURLOPT_HEADERFUNCTION, header_cb);
-	SETOPT(CURLOPT_HEADERDATA, r);
-	SETOPT(CURLOPT_OPENSOCKETFUNCTION, open_socket_cb);
-	SETOPT(CURLOPT_OPENSOCKETDATA, r);
-	/* the connection keeps these, so they take the dispatcher, not r */
-	SETOPT(CURLOPT_CLOSESOCKETFUNCTION, close_socket_cb);
-	SETOPT(CURLOPT_CLOSESOCKETDATA, h);
-	SETOPT(CURLOPT_PREREQFUNCTION, prereq_cb);
-	SETOPT(CURLOPT_PREREQDATA, r);
-	/* a stale connection seldom comes alone: after two, a new one for sure */
-	if (r->restarts >= 2 || r->fresh)
-		SETOPT(CURLOPT_FRESH_CONNECT, 1L);
 
-	/*
-	 * TLS: sessions are resumed across handles (the share), the CA store is
-	 * parsed once and cached in the multi handle (which curl does only when
-	 * no CA directory is set), and a burst to an HTTP/2 receiver waits for
-	 * the first connection's ALPN and multiplexes on it rather than opening
-	 * one connection per request.  Only over TLS: curl 7.88 learns that a
-	 * plain-http:// server cannot multiplex from its first response's
-	 * status line, and wakes the waiting requests only when that transfer
-	 * ends, so they would all wait behind the first answer (past their own
-	 * timeouts, unsent).  Over TLS the handshake's ALPN wakes them.
-	 *
-	 * A request with a body goes over HTTP/1.1 unless libcurl is 8.3 or
-	 * later: before that, an HTTP/2 upload to a receiver that answers
-	 * before reading the body and closes the stream (as RFC 9113, section
-	 * 8.1, allows: a 401, or nginx's "return") fails with a stream error,
-	 * even after the answer came, or hangs until its timeout; either way
-	 * the request was delivered and would be retried.
-	 */
-	if (h->share)
-		SETOPT(CURLOPT_SHARE, h->share);
-	if (h->ca_file)
-		SETOPT(CURLOPT_CAINFO, h->ca_file);
-	if (h->no_capath)
-		SETOPT(CURLOPT_CAPATH, (char *) NULL);
-	if (strncmp(r->origin, "https://", 8) == 0)
+	/* a new handle, or one set up under an older configuration */
+	if (gen != h->config_gen)
 	{
-		if (has_body && !h->h2_uploads)
-			SETOPT(CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_1_1);
-		else
-			SETOPT(CURLOPT_PIPEWAIT, 1L);
+		if (gen != 0)
+			curl_easy_reset(e);
+		if (!configure_easy(h, e))
+			goto fail;
+		gen = h->config_gen;
 	}
-	if (h->resolve)
-		SETOPT(CURLOPT_RESOLVE, h->resolve);
-	if (h->doh_url)
-		SETOPT(CURLOPT_DOH_URL, h->doh_url);
-	else
-		(void) curl_easy_setopt(e, CURLOPT_DOH_URL, (char *) NULL); /* a pooled handle's */
-	/* a slow DNS lookup must not make curl join its resolver thread */
-	(void) curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
-
-	if (strcmp(r->method, "HEAD") == 0)
-		SETOPT(CURLOPT_NOBODY, 1L);
-	else if (strcmp(r->method, "POST") == 0)
-	{
-		SETOPT(CURLOPT_POST, 1L);
-		SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) r->body_len);
-		SETOPT(CURLOPT_POSTFIELDS, has_body ? r->body : "");
-	}
-	else
-	{
-		if (strcmp(r->method, "GET") == 0 && !has_body)
-			SETOPT(CURLOPT_HTTPGET, 1L);
-		else
-			SETOPT(CURLOPT_CUSTOMREQUEST, r->method);
-		if (has_body)
-		{
-			SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) r->body_len);
-			SETOPT(CURLOPT_POSTFIELDS, r->body);
-		}
-	}
-
+	if (!set_request_options(h, e, r, timeout_ms))
+		goto fail;
 	if (curl_multi_add_handle(h->multi, e) != CURLM_OK)
 		goto fail;
 	r->easy = e;
+	r->easy_gen = gen;
 	r->prev = NULL;
 	r->next = h->active;
 	if (h->active)
@@ -951,32 +1050,6 @@ parse_url(JfReq *r, char **key, bool *oom)
 	else
 		curl_url_cleanup(u);
 	return problem;
-}
-
-/*
- * name followed by v in decimal, into line (64 bytes are plenty): the
- * same text as snprintf's "%" PRId64, at a fraction of its cost, since
- * every request formats two of these.
- */
-static void
-header_with_number(char *line, const char *name, int64_t v)
-{
-	char		digits[24];
-	int			n = 0;
-	uint64_t	u = v < 0 ? -(uint64_t) v : (uint64_t) v;
-	size_t		len = strlen(name);
-
-	memcpy(line, name, len);
-	do
-	{
-		digits[n++] = (char) ('0' + u % 10);
-		u /= 10;
-	} while (u > 0);
-	if (v < 0)
-		line[len++] = '-';
-	while (n > 0)
-		line[len++] = digits[--n];
-	line[len] = '\0';
 }
 
 /*
@@ -1101,12 +1174,6 @@ jf_http_req_prepare(JfHttp *h, JfReq *r, const JfHttpRequest *req, char **key,
 			return NULL;
 		}
 		r->headers = n;
-		if ((n = curl_slist_append(r->own_headers, line)) == NULL)
-		{
-			*oom = true;
-			return NULL;
-		}
-		r->own_headers = n;
 	}
 	if (req->body_len > 0)
 	{

@@ -224,6 +224,89 @@ test_methods_and_echo(void)
 	free(json);
 }
 
+/*
+ * One easy handle serves every request in turn (max_concurrent 1), and
+ * keeps what the last request set unless the next one sets it again: each
+ * request must go out with its own method, body and headers only, and a
+ * new configuration reaches the handles already pooled.
+ */
+static void
+test_recycled_handles(void)
+{
+	JfHttpConfig cfg = default_config();
+	JfHttp	   *h;
+	const char *hdrs[] = {"X-Test: yes", "Content-Type: text/plain"};
+	static const struct
+	{
+		const char *method;
+		bool		with_headers;
+		const char *body;
+	}			seq[] = {
+		{"PUT", true, "put-body"},
+		{"GET", false, NULL},
+		{"HEAD", false, NULL},
+		{"POST", true, NULL},
+		{"GET", false, "get-body"},
+		{"DELETE", false, NULL},
+		{"POST", false, "post-body"},
+		{"OPTIONS", false, NULL},
+		{"GET", false, NULL},
+	};
+	int			n = (int) (sizeof(seq) / sizeof(seq[0]));
+	char	   *json;
+
+	cfg.max_concurrent = 1;
+	cfg.max_per_host = 1;
+	h = make(&cfg);
+	reset_receiver();
+	for (int i = 0; i <= n; i++)
+	{
+		Collected  *c = calloc(1, sizeof(Collected));
+
+		if (i == n)
+		{
+			/* the last one after a reload: the pooled handle learns it */
+			cfg.user_agent = "jobflow-test/2.0";
+			CHECK(jf_http_set_config(h, &cfg));
+			submit(h, 100 + i, url("127.0.0.1", "/echo"), "GET", NULL, 0, NULL, 5000);
+		}
+		else
+			submit(h, 100 + i, url("127.0.0.1", "/echo"), seq[i].method,
+				   seq[i].with_headers ? hdrs : NULL, seq[i].with_headers ? 2 : 0,
+				   seq[i].body, 5000);
+		run_until(h, c, 1, 5000);
+		CHECKF(c->n == 1 && c->r[0].error_kind == JF_HTTP_OK && c->r[0].http_status == 200,
+			   "request %d: %s", i, c->n == 1 ? c->r[0].error : "no result");
+		collected_free(c);
+		free(c);
+	}
+	jf_http_destroy(h);
+
+	json = fetch("GET", "/_requests");
+	for (int i = 0; i <= n; i++)
+	{
+		char	   *rec = record_of(json, 100 + i);
+		char		want[128];
+		const char *method = i < n ? seq[i].method : "GET";
+		const char *body = i < n && seq[i].body && strcmp(method, "HEAD") != 0 ? seq[i].body : "";
+		bool		with_headers = i < n && seq[i].with_headers;
+
+		CHECKF(rec != NULL, "request %d not received", i);
+		if (rec == NULL)
+			continue;
+		snprintf(want, sizeof(want), "\"method\": \"%s\"", method);
+		CHECKF(strstr(rec, want) != NULL, "request %d: %s", i, rec);
+		snprintf(want, sizeof(want), "\"body\": \"%s\"", body);
+		CHECKF(strstr(rec, want) != NULL, "request %d: %s", i, rec);
+		CHECKF((strstr(rec, "\"x-test\": \"yes\"") != NULL) == with_headers,
+			   "request %d: %s", i, rec);
+		CHECKF(strstr(rec, i < n ? "jobflow-test/1.0" : "jobflow-test/2.0") != NULL,
+			   "request %d: %s", i, rec);
+		free(rec);
+	}
+	free(json);
+}
+
 /* Only the excerpt is kept, the rest is not read; still a 200. */
 static void
 test_big_truncated(void)
@@ -1092,6 +1175,7 @@ main(void)
 	test_status_and_retry_after();
 	test_timeout_and_connect();
 	test_methods_and_echo();
+	test_recycled_handles();
 	test_big_truncated();
 	test_invalid();
 	test_redirects();
