@@ -75,6 +75,7 @@ typedef struct JfReq
 	JfHost	   *host;			/* NULL once released or if never queued */
 	CURL	   *easy;
 	uint32_t	easy_gen;		/* the config_gen easy is configured for */
+	bool		easy_ok;		/* its transfer ended well: keep its setup */
 	char	   *url;
 	CURLU	   *uh;				/* url, parsed (CURLOPT_CURLU) */
 	const char *method;			/* static canonical name */

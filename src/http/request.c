@@ -111,15 +111,33 @@ jf_http_req_set_error(JfReq *r, int kind, const char *msg)
 /*
  * Reusing an easy handle saves its allocation and, while the configuration
  * stays, the setting of every option that is the same for all requests
- * (jf_http_req_start).  What pointed into the finished request goes.
+ * (jf_http_req_start).  What pointed into the finished request goes, and
+ * so does libcurl's work URL: before 8.12, setting only CURLOPT_CURLU
+ * leaves it at the first transfer's URL (CURLINFO_EFFECTIVE_URL, the URL
+ * curl names for its own re-sends).
+ *
+ * A handle whose transfer did not end well (ok is false) is reset instead:
+ * libcurl counts its silent re-sends of a request on a connection found
+ * dead per handle, and only curl_easy_reset() sets the count back; kept,
+ * five of them over any requests (whoever's) would make curl give up on
+ * the next such connection without a word that it may have been delivered.
+ * A reset handle is configured again when next taken, as a new one is.
  */
 static void
-recycle_easy(JfHttp *h, CURL *e, uint32_t gen)
+recycle_easy(JfHttp *h, CURL *e, uint32_t gen, bool ok)
 {
-	if (h->npool < JF_EASY_POOL_MAX &&
-		curl_easy_setopt(e, CURLOPT_CURLU, (CURLU *) NULL) == CURLE_OK &&
-		curl_easy_setopt(e, CURLOPT_ERRORBUFFER, (char *) NULL) == CURLE_OK &&
-		curl_easy_setopt(e, CURLOPT_PRIVATE, (void *) NULL) == CURLE_OK)
+	if (h->npool >= JF_EASY_POOL_MAX)
+		curl_easy_cleanup(e);
+	else if (!ok)
+	{
+		curl_easy_reset(e);
+		h->pool_gen[h->npool] = 0;
+		h->pool[h->npool++] = e;
+	}
+	else if (curl_easy_setopt(e, CURLOPT_CURLU, (CURLU *) NULL) == CURLE_OK &&
+			 curl_easy_setopt(e, CURLOPT_URL, (char *) NULL) == CURLE_OK &&
+			 curl_easy_setopt(e, CURLOPT_ERRORBUFFER, (char *) NULL) == CURLE_OK &&
+			 curl_easy_setopt(e, CURLOPT_PRIVATE, (void *) NULL) == CURLE_OK)
 	{
 		h->pool_gen[h->npool] = gen;
 		h->pool[h->npool++] = e;
@@ -142,7 +160,7 @@ detach_easy(JfHttp *h, JfReq *r)
 	r->prev = NULL;
 	h->nactive--;
 	curl_multi_remove_handle(h->multi, r->easy);
-	recycle_easy(h, r->easy, r->easy_gen);
+	recycle_easy(h, r->easy, r->easy_gen, r->easy_ok);
 	r->easy = NULL;
 }
 
@@ -487,6 +505,7 @@ jf_http_req_complete(JfHttp *h, JfReq *r, CURLcode rc)
 {
 	long		status = 0;
 
+	r->easy_ok = rc == CURLE_OK;
 	if (rc == CURLE_ABORTED_BY_CALLBACK && r->refused == JF_REFUSED_STALE)
 	{
 		/* curl closed that connection; nothing was sent on it */
@@ -950,6 +969,7 @@ jf_http_req_start(JfHttp *h, JfReq *r)
 		goto fail;
 	r->easy = e;
 	r->easy_gen = gen;
+	r->easy_ok = false;			/* until the transfer ends well */
 	r->prev = NULL;
 	r->next = h->active;
 	if (h->active)

@@ -549,6 +549,38 @@ test_no_silent_resend(void)
 }
 
 /*
+ * A recycled handle must not carry libcurl's count of its silent re-sends
+ * from one request to the next: past five (CONN_MAX_RETRIES) over any
+ * requests, curl would give up on the next dead kept connection without
+ * trying, with another error, and the request would no longer be known as
+ * possibly delivered.  One handle serves all of these (max_concurrent 1).
+ */
+static void
+test_recycled_handle_resends(void)
+{
+	JfHttpConfig cfg = default_config();
+	JfHttp	   *h;
+	Collected  *c = calloc(1, sizeof(Collected));
+	JfHttpResult *r;
+
+	cfg.max_concurrent = 1;
+	cfg.max_per_host = 1;
+	h = make(&cfg);
+	reset_receiver();
+	for (int i = 0; i < 7; i++)
+	{
+		one(h, c, 1710 + 2 * i, url("127.0.0.1", "/ok"), "GET", NULL, 0, NULL);
+		one(h, c, 1711 + 2 * i, url("127.0.0.1", "/drop"), "GET", NULL, 0, NULL);
+		r = by_id(c, 1711 + 2 * i);
+		CHECKF(r && r->error_kind == JF_HTTP_NO_ANSWER, "drop %d: %s", i,
+			   r ? r->error : "no result");
+	}
+	collected_free(c);
+	free(c);
+	jf_http_destroy(h);
+}
+
+/*
  * Items 13 and 14, by address: unspecified addresses are refused whatever
  * the list, and every IPv6 form carrying an IPv4 address is checked as
  * that address.  (Only the classification: some of these forms would be
@@ -1181,6 +1213,7 @@ main(void)
 	test_redirects();
 	test_deny_networks();
 	test_no_silent_resend();
+	test_recycled_handle_resends();
 	test_address_forms();
 	test_unspecified_refused();
 	test_deny_applies_to_reused();
