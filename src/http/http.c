@@ -83,7 +83,7 @@ jf_http_global_cleanup(void)
  * when its transfer ends and adds it back when the next transfer reuses
  * the connection, with the same interest (reading the answer), so a socket
  * of ours that only waited for input stays in the set meanwhile
- * (JF_FD_IDLE); an event on it then takes it out (perform_events), and so
+ * (JF_FD_IDLE); an event on it then takes it out (jf_http_perform), and so
  * does its closing.  Unchanged interest costs no call either.  Descriptors
  * the table cannot hold, or not opened by us (the resolver's), are handled
  * call by call.
