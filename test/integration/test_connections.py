@@ -19,6 +19,7 @@ import subprocess
 import time
 import uuid
 
+import psycopg2
 import pytest
 
 from conftest import _connect, query, schedule, stat, wait_final
@@ -209,3 +210,27 @@ def test_http2_receiver_answering_before_the_body(db, nginx_h2):
     # request with a body left behind
     assert "HTTP/2.0" in protocols["/nobody"]
     assert protocols["/body"] == {"HTTP/1.1" if vernum < 0x080300 else "HTTP/2.0"}
+
+
+def test_tls_ca_file_names_whom_the_worker_trusts(db, server, nginx):
+    """jobflow.tls_ca_file takes an absolute path only; with the receiver's
+    CA the callback succeeds (the fixture), and with another file that holds
+    no CA of the receiver's the handshake is refused as a TLS failure."""
+    with db.cursor() as cur:
+        with pytest.raises(psycopg2.Error) as err:
+            cur.execute("ALTER SYSTEM SET jobflow.tls_ca_file = 'ca.pem'")
+    assert err.value.pgcode == "22023"
+    other = Nginx(keepalive_timeout="1s")   # a CA of its own, not the receiver's
+    try:
+        server.set_guc(db, "jobflow.tls_ca_file", other.ca)
+        time.sleep(0.5)
+        tag = uuid.uuid4().hex
+        task = schedule(db, nginx.url("https", "/untrusted?t=" + tag), max_attempts=1)
+        assert wait_final(db, task) == "failed"
+        (row,) = attempts_of(db, [task])[task]
+        assert "certificate" in (row[2] or "").lower()
+        assert not [r for r in nginx.log() if tag in r["uri"]]
+    finally:
+        server.set_guc(db, "jobflow.tls_ca_file", nginx.ca)
+        other.stop()
+        time.sleep(0.5)
