@@ -97,6 +97,8 @@ jobflow_probe_main(Datum main_arg)
 	bool		held;
 	bool		exists;
 
+	/* as the worker's: never bgworker_die, which reports from its handler */
+	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	SpinLockAcquire(&jf_ls->mutex);
 	held = jf_launcher_is_held(dboid);

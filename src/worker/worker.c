@@ -776,7 +776,15 @@ jobflow_worker_main(Datum main_arg)
 	sigjmp_buf	local_sigjmp_buf;
 	Oid			dboid;
 
-	/* until connected, SIGTERM ends the process at once (bgworker_die) */
+	/*
+	 * Until connected, SIGTERM ends the process at its next interrupt
+	 * check (die), not inside the handler: the default bgworker_die reports
+	 * from the signal handler, and a SIGTERM that lands while start-up
+	 * reads the relcache init file deadlocks on stdio's lock (DROP
+	 * DATABASE ... WITH (FORCE) of a database whose worker was starting
+	 * then waited for ever).
+	 */
+	pqsignal(SIGTERM, die);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	jf_my_slot = jf_worker_attach(main_arg, &dboid);
 	jf_worker_part = jf_my_slot->part;
