@@ -326,6 +326,52 @@ GRANT EXECUTE ON FUNCTION jobflow.outcome_channel(regrole), jobflow.listen_outco
 /* ---- end of section: outcome notifications ---- */
 
 
+/* ---- section: logical replication ---- */
+
+/*
+ * A database that receives jobflow's tables by logical replication holds
+ * its worker (jobflow.dispatch = auto): worker_status() says why a worker
+ * claims nothing.  And every table of jobflow can be published: UPDATE
+ * and DELETE of a published table need a replica identity, and those
+ * without a primary key (the log, the signing secrets, the one-row
+ * tables) have the whole row as theirs, or a publication of the schema
+ * (or FOR ALL TABLES, as change-data capture makes) would make pruning
+ * and deleting tasks fail.  It costs nothing without wal_level = logical.
+ */
+DROP FUNCTION jobflow.worker_status();
+CREATE FUNCTION jobflow.worker_status(
+	OUT pid integer,
+	OUT started_at timestamptz,
+	OUT wheel_tasks bigint,
+	OUT wheel_bytes bigint,
+	OUT horizon_end timestamptz,
+	OUT in_flight bigint,
+	OUT queued bigint,
+	OUT buffered_rows bigint,
+	OUT last_flush timestamptz,
+	OUT fired bigint,
+	OUT succeeded bigint,
+	OUT failed bigint,
+	OUT retried bigint,
+	OUT flushes bigint,
+	OUT flushed_rows bigint,
+	OUT statements bigint,
+	OUT held text)
+RETURNS record
+AS 'MODULE_PATHNAME', 'jobflow_worker_status'
+LANGUAGE C VOLATILE;
+GRANT EXECUTE ON FUNCTION jobflow.worker_status() TO jobflow_user, jobflow_admin, jobflow_monitor;
+COMMENT ON FUNCTION jobflow.worker_status() IS
+	'what the background worker holds and has done, and why it claims nothing (held) if it does not';
+
+ALTER TABLE jobflow.task_log REPLICA IDENTITY FULL;
+ALTER TABLE jobflow.signing_secrets REPLICA IDENTITY FULL;
+ALTER TABLE jobflow.installation REPLICA IDENTITY FULL;
+ALTER TABLE jobflow.outcome_key REPLICA IDENTITY FULL;
+
+/* ---- end of section: logical replication ---- */
+
+
 /* ---- section: privileges exactly as jobflow grants them ---- */
 
 /*

@@ -319,6 +319,27 @@ busiest_hosts(Emitter *em)
 	pfree(label.data);
 }
 
+/*
+ * Why the first worker claims nothing: 1 for the reason it holds, 0 for
+ * the others, as an enum is shown to Prometheus.
+ */
+static void
+worker_held(Emitter *em)
+{
+	static const char *const help =
+		"1 while the worker claims nothing, by reason: jobflow.dispatch off, a subscription of jobflow's tables, a restore, a sequence behind its table.";
+	uint64		held = pg_atomic_read_u64(&em->slot->held);
+	char		label[64];
+	int			r;
+
+	family(em, "jobflow_worker_held", "gauge", help);
+	for (r = JF_HELD_NO + 1; r < JF_HELD_REASONS; r++)
+	{
+		snprintf(label, sizeof(label), "reason=\"%s\"", jf_held_names[r]);
+		sample(em, "jobflow_worker_held", label, held == (uint64) r ? 1 : 0, help);
+	}
+}
+
 /* Every figure, in one order for both forms. */
 static void
 emit_all(Emitter *em)
@@ -338,6 +359,7 @@ emit_all(Emitter *em)
 		  "HTTP requests being sent or awaiting their answer.");
 	gauge(em, "jobflow_requests_queued", (double) jf_gauge_sum(offsetof(JfSlot, queued)),
 		  "Due tasks waiting for a place under the concurrency caps.");
+	worker_held(em);
 	busiest_hosts(em);
 	gauge(em, "jobflow_wheel_tasks", (double) jf_gauge_sum(offsetof(JfSlot, wheel_tasks)),
 		  "Pending tasks held in the worker's time wheel.");

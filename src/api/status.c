@@ -17,6 +17,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/spin.h"
+#include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "launcher/slots.h"
@@ -59,16 +60,17 @@ jobflow_wakeups(PG_FUNCTION_ARGS)
 
 /*
  * What this database's worker is doing, for operators: its pid (NULL when
- * no worker is attached), what it holds and cumulative counters since it
- * began serving the database.
+ * no worker is attached), what it holds, cumulative counters since it
+ * began serving the database, and why it claims nothing if it does not.
  */
 PG_FUNCTION_INFO_V1(jobflow_worker_status);
 Datum
 jobflow_worker_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	desc;
-	Datum		values[16];
-	bool		nulls[16];
+	Datum		values[17];
+	bool		nulls[17];
+	uint64		held;
 	pid_t		pid;
 	JfSlot	   *s = jf_reader_slot();
 	int			i = 0;
@@ -102,6 +104,15 @@ jobflow_worker_status(PG_FUNCTION_ARGS)
 	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->flushed_rows));
 	values[i++] = Int64GetDatum(pg_atomic_read_u64(&s->statements));
 	Assert(i == 16);
+	/* why it claims nothing, if it does not (0.3.0's column; not in 0.2.0) */
+	if (desc->natts > 16)
+	{
+		held = pid == 0 ? JF_HELD_NO : pg_atomic_read_u64(&s->held);
+		nulls[i] = held == JF_HELD_NO || held >= JF_HELD_REASONS;
+		if (!nulls[i])
+			values[i] = CStringGetTextDatum(jf_held_names[held]);
+		i++;
+	}
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }

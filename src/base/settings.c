@@ -50,7 +50,7 @@ char	   *jobflow_tls_ca_file = NULL;
 bool		jobflow_follow_cross_origin_redirects = false;
 int			jobflow_retention_s = 7 * 86400;
 int			jobflow_prune_batch_size = 100;
-bool		jobflow_dispatch = true;
+int			jobflow_dispatch = JF_DISPATCH_AUTO;
 int			jobflow_max_queues_per_role = 1000;
 int			jobflow_max_timers_per_role = 1000;
 
@@ -60,6 +60,23 @@ int			jobflow_max_timers_per_role = 1000;
  * variables of the same settings (above) hold the value in effect, which
  * apply_setting_rules() derives from all of them.
  */
+/*
+ * jobflow.dispatch's values; the boolean spellings of the setting it was
+ * before it had auto (on, off, true, false, yes, no, 1, 0) still parse.
+ */
+static const struct config_enum_entry dispatch_options[] = {
+	{"auto", JF_DISPATCH_AUTO, false},
+	{"on", JF_DISPATCH_ON, false},
+	{"off", JF_DISPATCH_OFF, false},
+	{"true", JF_DISPATCH_ON, true},
+	{"false", JF_DISPATCH_OFF, true},
+	{"yes", JF_DISPATCH_ON, true},
+	{"no", JF_DISPATCH_OFF, true},
+	{"1", JF_DISPATCH_ON, true},
+	{"0", JF_DISPATCH_OFF, true},
+	{NULL, 0, false}
+};
+
 static int	guc_max_per_host = 64;
 static int	guc_max_per_owner = 1024;
 static int	guc_log_flush_ms = 50;
@@ -415,10 +432,12 @@ jf_settings_define(void)
 							&jobflow_max_timers_per_role, 1000, 0, INT_MAX,
 							PGC_SUSET, 0, check_per_role_limit, NULL, NULL);
 
-	DefineCustomBoolVariable("jobflow.dispatch",
-							 "Whether the worker sends callbacks.",
-							 "Off, tasks and cron occurrences are still scheduled and kept; they fire when it is on again.",
-							 &jobflow_dispatch, true,
+	DefineCustomEnumVariable("jobflow.dispatch",
+							 "Whether the workers fire tasks: auto, on or off.",
+							 "Off, every worker holds: it claims nothing and writes nothing to jobflow's tables "
+							 "of its own (requests in flight finish and are recorded). Auto, a worker also holds "
+							 "while its database subscribes to jobflow's tables by logical replication.",
+							 &jobflow_dispatch, JF_DISPATCH_AUTO, dispatch_options,
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 	DefineCustomStringVariable("jobflow.inject_error",

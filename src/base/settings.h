@@ -47,7 +47,14 @@ extern int	jobflow_retention_s;
 extern int	jobflow_prune_batch_size;
 extern int	jobflow_max_queues_per_role;	/* 0: no limit */
 extern int	jobflow_max_timers_per_role;	/* 0: no limit */
-extern bool jobflow_dispatch;
+/* jobflow.dispatch: off holds every worker; auto, the workers of subscribers */
+typedef enum JfDispatchMode
+{
+	JF_DISPATCH_AUTO,
+	JF_DISPATCH_ON,
+	JF_DISPATCH_OFF
+} JfDispatchMode;
+extern int	jobflow_dispatch;
 
 /* most workers per database (jobflow.workers_per_database) */
 #define JF_MAX_WORKERS_PER_DB 8

@@ -2,7 +2,8 @@
  *
  * hook.c
  *	  What backends tell jobflow's launcher and workers: requests sent at
- *	  commit (CREATE EXTENSION, CREATE DATABASE), DROP EXTENSION's wake-up,
+ *	  commit (CREATE EXTENSION, CREATE DATABASE), the wake-ups of DROP
+ *	  EXTENSION and of subscriptions' changes (a subscriber's workers hold),
  *	  holds on a database for DROP DATABASE and the like, and the WARNING
  *	  of CREATE EXTENSION in a database that will not be served.
  *
@@ -90,7 +91,7 @@ launcher_xact_callback(XactEvent event, void *arg)
 			jf_launcher_post(local.serve[i], REQ_SERVE);
 		for (i = 0; i < local.nprobe; i++)
 			jf_launcher_post(local.probe[i], REQ_PROBE);
-		/* DROP EXTENSION: its workers look at the extension now */
+		/* DROP EXTENSION, subscriptions: its workers look at them now */
 		for (i = 0; i < local.nrecheck; i++)
 			jf_db_wake(local.recheck[i], true);
 	}
@@ -217,6 +218,13 @@ jf_launcher_utility_before(Node *parsetree)
 	{
 		case T_DropdbStmt:
 			hold(get_database_oid(((DropdbStmt *) parsetree)->dbname, true));
+			break;
+		case T_CreateSubscriptionStmt:
+		case T_AlterSubscriptionStmt:
+		case T_DropSubscriptionStmt:
+			/* a subscriber's workers hold (jobflow.dispatch): they look now */
+			if (jf_ls != NULL)
+				remember(local.recheck, &local.nrecheck, MyDatabaseId);
 			break;
 		case T_CreatedbStmt:
 			hold(database_option(((CreatedbStmt *) parsetree)->options, "template"));

@@ -418,6 +418,11 @@ jf_slot_reset(JfSlot *s)
 	jf_metrics_reset(&s->metrics);
 }
 
+/* what worker_status() and the metrics call each JfHeldReason */
+const char *const jf_held_names[JF_HELD_REASONS] = {
+	NULL, "dispatch off", "subscription", "restore", "sequence"
+};
+
 /*
  * A gauge (the pg_atomic_uint64 at offset in the slot) over all workers of
  * this database: each publishes its own in its slot.

@@ -97,7 +97,7 @@ typedef struct JfSlot
 	uint32		incarnation;	/* changes each time the slot is assigned */
 	bool		registered;		/* a worker is registered for the slot */
 	bool		requested;		/* CREATE EXTENSION since the worker looked */
-	pg_atomic_uint32 recheck;	/* DROP EXTENSION: check the extension now */
+	pg_atomic_uint32 recheck;	/* DROP EXTENSION, subscriptions: look now */
 
 	slock_t		mutex;			/* protects worker_pid and latch */
 	pid_t		worker_pid;		/* 0 when no worker is attached */
@@ -118,6 +118,7 @@ typedef struct JfSlot
 	pg_atomic_uint64 flushes;
 	pg_atomic_uint64 flushed_rows;
 	pg_atomic_uint64 statements;
+	pg_atomic_uint64 held;		/* why it claims nothing: JfHeldReason */
 	pg_atomic_uint64 pruned_tasks;	/* retention (prune.c) */
 	pg_atomic_uint64 pruned_log_rows;
 	JfMetricsShared metrics;	/* histograms and counters (base/metrics.c) */
@@ -146,6 +147,18 @@ typedef struct JfSlot
 	int			prepared_lost;	/* prepared, not kept: unknown COMMIT
 								 * PREPAREDs that mean "everything" */
 } JfSlot;
+
+/* why a worker claims nothing (JfSlot.held), for worker_status() and metrics */
+typedef enum JfHeldReason
+{
+	JF_HELD_NO,
+	JF_HELD_SWITCH,				/* jobflow.dispatch = off */
+	JF_HELD_SUBSCRIPTION,		/* auto, and the database subscribes */
+	JF_HELD_RESTORE,			/* a restore of jobflow's tables */
+	JF_HELD_SEQUENCE,			/* a sequence behind its table */
+	JF_HELD_REASONS
+} JfHeldReason;
+extern const char *const jf_held_names[JF_HELD_REASONS];
 
 /* the worker's own slot (NULL in other processes: see jf_db_slot) */
 extern JfSlot *jf_my_slot;

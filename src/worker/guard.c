@@ -22,6 +22,12 @@
  * what it held for it (outcomes in flight included); it serves a new
  * CREATE EXTENSION there, or exits and frees its slot.
  *
+ * jobflow.dispatch holds the worker: off, always; auto, while its database
+ * subscribes to jobflow's tables by logical replication (a copy that a
+ * blue/green move fills, whose tasks the old primary fires).  Holding, it
+ * claims nothing, materialises nothing, prunes and sweeps nothing: the
+ * rows are the publisher's until the subscription is dropped.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -29,6 +35,7 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "utils/array.h"
@@ -61,6 +68,103 @@ static Oid *known_roles = NULL;	/* pg_authid at the last look, sorted */
 static int	nknown_roles = 0;
 static uint64 seen_dropped = 0; /* roles published, at the last look */
 static bool roles_callback = false;
+
+/* jobflow.dispatch: why the worker holds, and when it looks again */
+#define HOLD_LOOK_GAP_MS 100
+static JfHold hold = JF_HOLD_NONE;
+static int64 hold_look_ms = 0;
+static int64 hold_looked_ms = 0;
+
+/* ----------------------------------------------------------------------
+ * jobflow.dispatch: off, or a subscriber of jobflow's tables
+ * ---------------------------------------------------------------------- */
+
+/*
+ * Whether this database receives jobflow's tables by logical replication:
+ * a subscription of the database (enabled or not) whose tables include one
+ * of schema jobflow.  Only a subscription whose owner could write that
+ * table anyway counts: a superuser's, or one of a role with the privileges
+ * of the table's owner.  From PostgreSQL 16 on, a role granted
+ * pg_create_subscription can create a subscription to a publication of
+ * its own making, whose tables name jobflow's; such a subscription cannot
+ * write them, and must not hold every tenant's callbacks either.  Runs in
+ * its own transaction; a look reads pg_subscription_rel, a row per table
+ * subscribed.
+ */
+static bool
+subscribed(void)
+{
+	Oid			types[2] = {OIDOID, OIDOID};
+	Datum		values[2];
+	bool		isnull;
+	bool		found;
+	int			ret;
+
+	jf_xact_begin("jobflow: look for subscriptions to jobflow's tables");
+	values[0] = ObjectIdGetDatum(MyDatabaseId);
+	values[1] = ObjectIdGetDatum(get_namespace_oid("jobflow", true));
+	ret = SPI_execute_with_args(
+		"SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_subscription_rel r"
+		"  JOIN pg_catalog.pg_subscription s ON s.oid OPERATOR(pg_catalog.=) r.srsubid"
+		"  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.srrelid"
+		" WHERE s.subdbid OPERATOR(pg_catalog.=) $1"
+		"   AND c.relnamespace OPERATOR(pg_catalog.=) $2"
+		"   AND (EXISTS (SELECT 1 FROM pg_catalog.pg_authid a"
+		"                 WHERE a.oid OPERATOR(pg_catalog.=) s.subowner AND a.rolsuper)"
+		"        OR pg_catalog.pg_has_role(s.subowner, c.relowner, 'USAGE')))",
+		2, types, values, NULL, true, 1);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "reading pg_subscription_rel failed: %s", SPI_result_code_string(ret));
+	found = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	jf_xact_count_statements(1);
+	jf_xact_commit();
+	return found;
+}
+
+/*
+ * Why the worker holds by jobflow.dispatch, looking at the subscriptions
+ * when the setting is auto and a look is due: at least once a
+ * jobflow.reconcile_interval, after a reload or a change of subscriptions
+ * in the database (jf_guard_look_soon), and while it holds for a
+ * subscription, at every turn of the loop (a NOTIFY jobflow wakes it) but
+ * at most every HOLD_LOOK_GAP_MS.  Holding, the worker claims nothing and
+ * writes nothing to jobflow's tables of its own.
+ */
+JfHold
+jf_guard_hold(int64 now_ms)
+{
+	if (jobflow_dispatch == JF_DISPATCH_OFF)
+		hold = JF_HOLD_OFF;
+	else if (jobflow_dispatch == JF_DISPATCH_ON)
+		hold = JF_HOLD_NONE;
+	else
+	{
+		if (hold == JF_HOLD_OFF)
+			hold_look_ms = 0;	/* was off: look now */
+		if (now_ms >= hold_look_ms ||
+			(hold == JF_HOLD_SUBSCRIBED && now_ms >= hold_looked_ms + HOLD_LOOK_GAP_MS))
+		{
+			hold_looked_ms = now_ms;
+			hold_look_ms = now_ms + jobflow_reconcile_ms;
+			hold = subscribed() ? JF_HOLD_SUBSCRIBED : JF_HOLD_NONE;
+		}
+	}
+	return hold;
+}
+
+/* Look at the subscriptions at the next jf_guard_hold. */
+void
+jf_guard_look_soon(void)
+{
+	hold_look_ms = 0;
+}
+
+/* When the loop must wake for the next look (INT64_MAX: no need). */
+int64
+jf_guard_hold_deadline(void)
+{
+	return jobflow_dispatch == JF_DISPATCH_AUTO ? hold_look_ms : PG_INT64_MAX;
+}
 
 /*
  * Whether a sequence of jobflow would hand out an id already in use: the
@@ -105,7 +209,7 @@ bool
 jf_guard_may_materialise(bool *sequences_behind)
 {
 	*sequences_behind = false;
-	if (jf_restore_in_progress())
+	if (hold != JF_HOLD_NONE || jf_restore_in_progress())
 		return false;
 	*sequences_behind = sequences_lag();
 	return !*sequences_behind;

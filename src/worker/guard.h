@@ -17,6 +17,17 @@ extern void jf_guard_check_incarnation(void);
 extern bool jf_guard_take_lost(void);
 extern uint32 jf_guard_generation(void);
 
+/* worker: jobflow.dispatch, off or auto with a subscription of jobflow's tables */
+typedef enum JfHold
+{
+	JF_HOLD_NONE,
+	JF_HOLD_OFF,
+	JF_HOLD_SUBSCRIBED
+} JfHold;
+extern JfHold jf_guard_hold(int64 now_ms);
+extern void jf_guard_look_soon(void);
+extern int64 jf_guard_hold_deadline(void);
+
 /* worker: sequences behind their tables, restores in progress */
 extern bool jf_guard_may_materialise(bool *sequences_behind);
 

@@ -445,43 +445,54 @@ serve_again(JfWorkerState *ws)
 	consecutive_errors = 0;
 	wait_for_extension(ws, true);
 	jf_guard_serve();
-	jf_feed_rescue_running(ws, NULL, 0, NULL);
+	if (jf_guard_hold(jf_now_ms()) == JF_HOLD_NONE)
+		jf_feed_rescue_running(ws, NULL, 0, NULL);
 }
 
 /*
  * Why the worker claims nothing now, if it does not: jobflow.dispatch is
- * off, a restore of jobflow's tables is in progress, or a sequence is
- * behind its table (last seen by the materialiser's check).  Each change is
- * logged once.  On resuming, a full reload with catch-up: tasks due
- * meanwhile fire, cron occurrences follow their missed policy.
+ * off or, auto, its database subscribes to jobflow's tables (guard.c: the
+ * worker then holds whole, writing nothing of its own), a restore of
+ * jobflow's tables is in progress, or a sequence is behind its table (last
+ * seen by the materialiser's check).  Each change is logged once and
+ * published in the slot.  On resuming, a full reload with catch-up: tasks
+ * due meanwhile fire, cron occurrences follow their missed policy, and
+ * running tasks nobody holds (a publisher's attempts in flight when it
+ * stopped) go back to pending.
  */
-typedef enum PauseReason
-{
-	PAUSE_NONE,
-	PAUSE_SWITCH,
-	PAUSE_RESTORE,
-	PAUSE_SEQUENCE
-} PauseReason;
-
 static bool
-dispatch_paused(JfWorkerState *ws)
+dispatch_paused(JfWorkerState *ws, bool *whole)
 {
-	static PauseReason last = PAUSE_NONE;
-	PauseReason now;
+	static JfHeldReason last = JF_HELD_NO;
+	JfHeldReason now;
+	JfHold		hold = jf_guard_hold(jf_now_ms());
+	bool		was_whole = last == JF_HELD_SWITCH || last == JF_HELD_SUBSCRIPTION;
 
-	if (jf_restore_in_progress())
-		now = PAUSE_RESTORE;
+	if (hold == JF_HOLD_OFF)
+		now = JF_HELD_SWITCH;
+	else if (hold == JF_HOLD_SUBSCRIBED)
+		now = JF_HELD_SUBSCRIPTION;
+	else if (jf_restore_in_progress())
+		now = JF_HELD_RESTORE;
 	else if (ws->sequences_behind)
-		now = PAUSE_SEQUENCE;
-	else if (!jobflow_dispatch)
-		now = PAUSE_SWITCH;
+		now = JF_HELD_SEQUENCE;
 	else
-		now = PAUSE_NONE;
+		now = JF_HELD_NO;
+	*whole = now == JF_HELD_SWITCH || now == JF_HELD_SUBSCRIPTION;
 	if (now == last)
-		return now != PAUSE_NONE;
+		return now != JF_HELD_NO;
+	pg_atomic_write_u64(&jf_my_slot->held, (uint64) now);
+	if (was_whole && !*whole)
+	{
+		/* what it left alone: all of it again, strays and missed timers */
+		jf_cron_missed_before = GetCurrentTimestamp();
+		ws->loaded_until_ms = PG_INT64_MIN;
+		ws->next_housekeeping_ms = 0;
+		ws->strays_look_ms = 0;
+	}
 	switch (now)
 	{
-		case PAUSE_NONE:
+		case JF_HELD_NO:
 			ereport(LOG, (errmsg("jobflow worker resumes dispatching")));
 			/* occurrences due while it was off follow their missed policy */
 			jf_cron_missed_before = GetCurrentTimestamp();
@@ -491,26 +502,35 @@ dispatch_paused(JfWorkerState *ws)
 			SetLatch(MyLatch);
 			last = now;
 			return true;
-		case PAUSE_SWITCH:
+		case JF_HELD_SWITCH:
 			ereport(LOG,
-					(errmsg("jobflow worker dispatches nothing: jobflow.dispatch is off"),
-					 errdetail("Tasks and cron occurrences are still scheduled; they fire when it is on again.")));
+					(errmsg("jobflow worker holds: jobflow.dispatch is off"),
+					 errdetail("It claims nothing and writes nothing to jobflow's tables; tasks stay pending and fire when it is auto or on again.")));
 			break;
-		case PAUSE_RESTORE:
+		case JF_HELD_SUBSCRIPTION:
+			ereport(LOG,
+					(errmsg("jobflow worker holds: database \"%s\" receives jobflow's tables by logical replication",
+							worker_dbname),
+					 errdetail("It claims nothing and writes nothing to jobflow's tables while a subscription includes them."),
+					 errhint("Once this database is the primary, drop the subscription or set jobflow.dispatch = on.")));
+			break;
+		case JF_HELD_RESTORE:
 			ereport(LOG,
 					(errmsg("jobflow worker pauses: jobflow's tables are being restored in database \"%s\"",
 							worker_dbname),
 					 errdetail("It claims and materialises nothing until the restoring session ends.")));
 			break;
-		case PAUSE_SEQUENCE:
+		case JF_HELD_SEQUENCE:
 			ereport(LOG,
 					(errmsg("jobflow worker pauses: a sequence of jobflow is behind its table"),
 					 errdetail("jobflow.tasks_id_seq or jobflow.cron_timers_id_seq would hand out ids already in use, as in a restore that has not set them yet."),
 					 errhint("If no restore is in progress, set them, e.g. SELECT setval('jobflow.tasks_id_seq', max(id)) FROM jobflow.tasks.")));
 			break;
+		case JF_HELD_REASONS:
+			break;
 	}
 	last = now;
-	return now != PAUSE_NONE;
+	return now != JF_HELD_NO;
 }
 
 /*
@@ -530,7 +550,8 @@ run_loop(JfWorkerState *ws, WaitEventSet *wes)
 	while (!got_sigterm)
 	{
 		WaitEvent	ev;
-		int64		held;
+		int64		requests;
+		bool		whole;
 		int64		next_due;
 		int64		housekeeping_at;
 		int64		flush_defer_ms;
@@ -557,25 +578,29 @@ run_loop(JfWorkerState *ws, WaitEventSet *wes)
 			jf_settings_report_rules();
 			raise_fd_limit();
 			jf_dispatch_reconfigure(ws);
+			jf_guard_look_soon();
 		}
 		if (notifyInterruptPending)
 			jf_feed_process_notifications(ws);
 		/* DROP EXTENSION committed here: the incarnation check sees it */
+		/* and subscriptions changed (launcher/hook.c): look at them now */
 		if (jf_worker_recheck_pending())
 		{
 			jf_xact_begin("jobflow: checking extension jobflow");
 			jf_xact_commit();
+			jf_guard_look_soon();
 		}
 		more_due = jf_feed_take_wakeups(ws);
 
 		jf_dispatch_collect(ws);
+		/* held whole: nothing of its own is written (see guard.c) */
+		paused = dispatch_paused(ws, &whole);
 		/* the first of the database's workers sweeps for all of them */
-		if (jf_worker_part == 0 && jf_guard_roles_due(jf_now_ms()))
+		if (!whole && jf_worker_part == 0 && jf_guard_roles_due(jf_now_ms()))
 			jf_guard_sweep_roles();
 		if (jf_queues_refresh(ws, false))
 			jf_prune_reset_mark(ws->prune);
 		/* paused: the wheel's deadlines do not wake the loop */
-		paused = dispatch_paused(ws);
 		if (!paused)
 			more_due |= jf_dispatch_due(ws, jf_now_ms());
 		/* chores wait for a task about to fall due (see Chore) */
@@ -584,7 +609,9 @@ run_loop(JfWorkerState *ws, WaitEventSet *wes)
 		housekeeping_at = housekeeping_deadline(ws);
 		flush_defer_ms = Min(CHORE_MAX_DEFER_MS, jobflow_log_flush_ms);
 		housekeeping_waits = flush_waits = prune_waits = false;
-		if (chore_runs(&housekeeping, housekeeping_at, next_due, CHORE_MAX_DEFER_MS))
+		if (whole)
+			housekeeping_waits = false;
+		else if (chore_runs(&housekeeping, housekeeping_at, next_due, CHORE_MAX_DEFER_MS))
 		{
 			jf_feed_housekeeping(ws, jf_now_ms());
 			chore_done(&housekeeping);
@@ -604,9 +631,11 @@ run_loop(JfWorkerState *ws, WaitEventSet *wes)
 		}
 		else
 			flush_waits = jf_now_ms() >= jf_log_writer_deadline(ws->log);
-		if (jf_now_ms() >= ws->strays_look_ms)
+		if (!whole && jf_now_ms() >= ws->strays_look_ms)
 			jf_dispatch_rescue_strays(ws);
-		if (chore_runs(&prune, jf_prune_deadline(ws), next_due, CHORE_MAX_DEFER_MS))
+		if (whole)
+			prune_waits = false;
+		else if (chore_runs(&prune, jf_prune_deadline(ws), next_due, CHORE_MAX_DEFER_MS))
 		{
 			jf_prune_turn(ws);
 			chore_done(&prune);
@@ -614,11 +643,11 @@ run_loop(JfWorkerState *ws, WaitEventSet *wes)
 		else
 			prune_waits = jf_now_ms() >= jf_prune_deadline(ws);
 		publish_stats(ws);
-		held = jf_http_in_flight(ws->http) + jf_http_queued(ws->http);
-		if (held > 0)
+		requests = jf_http_in_flight(ws->http) + jf_http_queued(ws->http);
+		if (requests > 0)
 		{
 			busy = true;
-			most_held = Max(most_held, held + jf_log_writer_buffered(ws->log));
+			most_held = Max(most_held, requests + jf_log_writer_buffered(ws->log));
 		}
 		else if (busy && jf_log_writer_buffered(ws->log) == 0)
 		{
@@ -628,15 +657,20 @@ run_loop(JfWorkerState *ws, WaitEventSet *wes)
 			most_held = 0;
 		}
 
-		deadline = chore_wake(housekeeping_deadline(ws), housekeeping_waits, CHORE_MAX_DEFER_MS);
+		deadline = whole ? PG_INT64_MAX :
+			chore_wake(housekeeping_deadline(ws), housekeeping_waits, CHORE_MAX_DEFER_MS);
 		deadline = Min(deadline, chore_wake(jf_log_writer_deadline(ws->log), flush_waits,
 											flush_defer_ms));
-		deadline = Min(deadline, chore_wake(jf_prune_deadline(ws), prune_waits,
-											CHORE_MAX_DEFER_MS));
+		if (!whole)
+		{
+			deadline = Min(deadline, chore_wake(jf_prune_deadline(ws), prune_waits,
+												CHORE_MAX_DEFER_MS));
+			deadline = Min(deadline, ws->strays_look_ms);
+			if (jf_worker_part == 0)
+				deadline = Min(deadline, jf_guard_roles_deadline());
+		}
 		deadline = Min(deadline, hosts_deadline(ws->fair));
-		deadline = Min(deadline, ws->strays_look_ms);
-		if (jf_worker_part == 0)
-			deadline = Min(deadline, jf_guard_roles_deadline());
+		deadline = Min(deadline, jf_guard_hold_deadline());
 		if (more_due || (!paused && jf_dispatch_room_freed(ws)))
 			deadline = 0;
 		else if (!paused)
@@ -698,8 +732,12 @@ start_serving(JfWorkerState *ws)
 	if (jf_queues_refresh(ws, true))
 		jf_prune_reset_mark(ws->prune);
 	jf_fault("startup");
-	jf_feed_rescue_running(ws, NULL, 0, NULL);
-	jf_feed_housekeeping(ws, jf_now_ms());
+	/* held by jobflow.dispatch: running tasks wait for the release too */
+	if (jf_guard_hold(jf_now_ms()) == JF_HOLD_NONE)
+	{
+		jf_feed_rescue_running(ws, NULL, 0, NULL);
+		jf_feed_housekeeping(ws, jf_now_ms());
+	}
 	publish_stats(ws);
 	ereport(LOG,
 			(errmsg("jobflow worker started in database \"%s\" with %zu task(s) due within %d s",

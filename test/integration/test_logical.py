@@ -1,0 +1,436 @@
+# -------------------------------------------------------------------------
+#
+# test_logical.py
+#     Logical replication and blue/green moves: a database that receives
+#     jobflow's tables by logical replication fires nothing and writes
+#     nothing of its own until it is the primary (jobflow.dispatch = auto);
+#     a database moved to another cluster as docs/operations.md says fires
+#     every task exactly once; jobflow.dispatch = off holds a primary.
+#
+# The tests build their own two clusters next to the suite's (as
+# test_failover.py does): "blue" publishes (wal_level = logical), "green"
+# subscribes.  Each test uses databases of its own on them.
+#
+# -------------------------------------------------------------------------
+
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from urllib.parse import parse_qs
+
+import psycopg2
+import pytest
+
+PGBIN = os.environ.get("JOBFLOW_PGBIN", "/usr/lib/postgresql/15/bin")
+RUN_USER = os.environ.get("JOBFLOW_RUN_USER", "postgres")
+BASE_PORT = int(os.environ.get("PGPORT", "54329")) + 20
+
+# the tables docs/operations.md publishes for a move (all but outcome_key)
+MOVED = ("jobflow.tasks, jobflow.task_log, jobflow.cron_timers, jobflow.queues,"
+         " jobflow.secrets, jobflow.signing_secrets, jobflow.installation")
+
+
+def as_server_user(cmd):
+    if os.geteuid() == 0:
+        cmd = ["runuser", "-u", RUN_USER, "--"] + cmd
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.PIPE, timeout=120)
+
+
+class Node:
+    """One PostgreSQL server, in its own directory and port."""
+
+    def __init__(self, top, name, port):
+        self.dir = os.path.join(top, name)
+        self.data = os.path.join(self.dir, "data")
+        self.sock = os.path.join(self.dir, "sock")
+        self.port = port
+        as_server_user(["mkdir", "-p", self.sock])
+
+    def init(self, extra):
+        as_server_user([os.path.join(PGBIN, "initdb"), "-D", self.data,
+                        "-U", "postgres", "-A", "trust", "--no-sync"])
+        lines = [
+            "port = %d" % self.port,
+            "listen_addresses = ''",
+            "unix_socket_directories = '%s'" % self.sock,
+            "shared_preload_libraries = 'jobflow'",
+            "fsync = off",
+            "jobflow.allow_networks = '127.0.0.0/8, ::1/128'",
+            "jobflow.reconcile_interval = '1s'",
+        ] + extra
+        conf = os.path.join(self.data, "postgresql.conf")
+        subprocess.run((["runuser", "-u", RUN_USER, "--"] if os.geteuid() == 0 else [])
+                       + ["sh", "-c", "cat >> '%s'" % conf],
+                       input="\n".join(lines) + "\n", text=True, check=True)
+        self.pg_ctl("start")
+
+    def pg_ctl(self, *args):
+        as_server_user([os.path.join(PGBIN, "pg_ctl"), "-D", self.data,
+                        "-l", os.path.join(self.dir, "log"), "-w", "-t", "60"]
+                       + list(args))
+
+    def conninfo(self, dbname):
+        return "host=%s port=%d user=postgres dbname=%s" % (self.sock, self.port, dbname)
+
+    def connect(self, dbname):
+        conn = psycopg2.connect(self.conninfo(dbname))
+        conn.autocommit = True
+        return conn
+
+    def query(self, dbname, sql, args=None):
+        conn = self.connect(dbname)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql, args)
+                return cur.fetchall() if cur.description else None
+        finally:
+            conn.close()
+
+    def one(self, dbname, sql, args=None):
+        return self.query(dbname, sql, args)[0][0]
+
+    def database(self, name):
+        """A new database with jobflow, and the role app (jobflow_user)."""
+        self.query("postgres", "CREATE DATABASE %s" % name)
+        self.query(name, "CREATE EXTENSION jobflow")
+
+    def drop(self, name):
+        """Drop a test's database, and its subscriptions first."""
+        try:
+            for (sub,) in self.query(name, "SELECT subname FROM pg_subscription"
+                                           " WHERE subdbid = (SELECT oid FROM pg_database"
+                                           "                   WHERE datname = current_database())"):
+                self.query(name, "DROP SUBSCRIPTION %s" % sub)
+        except psycopg2.Error:
+            pass
+        self.query("postgres", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % name)
+
+    def set_dispatch(self, value):
+        if value is None:
+            self.query("postgres", "ALTER SYSTEM RESET jobflow.dispatch")
+        else:
+            self.query("postgres", "ALTER SYSTEM SET jobflow.dispatch = %s" % value)
+        self.query("postgres", "SELECT pg_reload_conf()")
+
+
+@pytest.fixture(scope="module")
+def clusters():
+    top = tempfile.mkdtemp(prefix="jobflow-logical-")
+    if os.geteuid() == 0:
+        shutil.chown(top, RUN_USER)
+    blue = Node(top, "blue", BASE_PORT)
+    green = Node(top, "green", BASE_PORT + 1)
+    try:
+        blue.init(["wal_level = logical"])
+        green.init([])
+        # the same role names, other oids: green makes roles blue has not
+        green.query("postgres", "CREATE ROLE filler1; CREATE ROLE filler2")
+        for node in (blue, green):
+            node.query("postgres", "CREATE ROLE app LOGIN")
+        yield blue, green
+    finally:
+        for node in (green, blue):
+            try:
+                node.pg_ctl("-m", "immediate", "stop")
+            except Exception:
+                pass
+        if not os.environ.get("JOBFLOW_KEEP_CLUSTER"):
+            shutil.rmtree(top, ignore_errors=True)
+
+
+def wait_until(predicate, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    pytest.fail("timed out after %.0f s waiting for %s" % (timeout, what))
+
+
+def grant_app(node, db):
+    node.query(db, "GRANT jobflow_user TO app")
+
+
+def schedule_as_app(node, db, url, seconds):
+    conn = node.connect(db)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET ROLE app")
+            cur.execute("SELECT jobflow.schedule(%s, run_at => now() + %s * interval '1 second'),"
+                        " extract(epoch FROM now() + %s * interval '1 second')::float8",
+                        (url, seconds, seconds))
+            return cur.fetchone()
+    finally:
+        conn.close()
+
+
+def held(node, db):
+    return node.one(db, "SELECT held FROM jobflow.worker_status()")
+
+
+def held_metric(node, db):
+    return node.one(db, "SELECT labels FROM jobflow.stats"
+                    " WHERE metric = 'worker_held' AND value = 1")
+
+
+def task_rows(node, db):
+    return node.query(db, "SELECT id, state::text, attempts, updated_at, cron_id"
+                          "  FROM jobflow.tasks ORDER BY id")
+
+
+def subscribe(green, db, blue, publication):
+    green.query(db, "CREATE SUBSCRIPTION %s_sub CONNECTION '%s' PUBLICATION %s"
+                % (db, blue.conninfo(db), publication))
+    wait_until(lambda: green.one(db, "SELECT count(*) = 0 FROM pg_subscription_rel"
+                                     " WHERE srsubstate <> 'r'"), 30, "the initial copy")
+
+
+# -------------------------------------------------------------------------
+# 1. A subscriber fires nothing, writes nothing, until it is the primary
+# -------------------------------------------------------------------------
+
+def test_subscriber_holds_until_the_subscription_is_dropped(clusters, receiver):
+    blue, green = clusters
+    db = "logical_hold"
+    for node in (blue, green):
+        node.database(db)
+        grant_app(node, db)
+    url, tag = receiver.unique_url("/ok")
+    # blue sends nothing (every request the receiver gets is green's), and
+    # has tasks falling due and a timer of every second
+    blue.set_dispatch("off")
+    try:
+        wait_until(lambda: held(blue, db) == "dispatch off", 10, "blue to hold")
+        due = dict(schedule_as_app(blue, db, url, 1.0 + i * 0.2) for i in range(5))
+        cron_url, cron_tag = receiver.unique_url("/ok")
+        blue.query(db, "SET ROLE app; SELECT jobflow.schedule_cron('every-second', '* * * * * *', %s)",
+                   (cron_url,))
+        if blue.one(db, "SELECT current_setting('server_version_num')::int") >= 150000:
+            blue.query(db, "CREATE PUBLICATION p_hold FOR TABLES IN SCHEMA jobflow")
+        else:
+            blue.query(db, "CREATE PUBLICATION p_hold FOR ALL TABLES")
+        subscribe(green, db, blue, "p_hold")
+        # the sequences are not replicated: set them ahead, so that only the
+        # subscription holds green's worker (not the check of its sequences)
+        green.query(db, "SELECT setval('jobflow.tasks_id_seq', 1000000),"
+                        "       setval('jobflow.cron_timers_id_seq', 1000000)")
+        assert green.one(db, "SELECT count(*) FROM jobflow.tasks") == len(due)
+        before = task_rows(green, db)
+        # well past the tasks' due times and several reconcile intervals
+        time.sleep(max(0, max(due.values()) - time.time()) + 3.5)
+        assert receiver.tagged(tag) == [] and receiver.tagged(cron_tag) == [], \
+            "the subscriber fired"
+        assert task_rows(green, db) == before, "the subscriber wrote to jobflow.tasks"
+        assert task_rows(green, db) == task_rows(blue, db)
+        assert green.one(db, "SELECT count(*) FROM jobflow.tasks WHERE cron_id IS NOT NULL") == 0, \
+            "the subscriber materialised cron occurrences"
+        # and says why
+        assert held(green, db) == "subscription"
+        assert held_metric(green, db) == 'reason="subscription"'
+
+        # the subscription dropped, green is the primary: every task fires once
+        dropped = time.time()
+        green.query(db, "DROP SUBSCRIPTION %s_sub" % db)
+        got = receiver.wait_for(lambda r: ("t=" + tag) in r["query"], n=len(due), timeout=15)
+        released = min(r["time"] for r in got) - dropped
+        print("green fired %.2f s after DROP SUBSCRIPTION" % released)
+        ids = sorted(int(r["headers"]["x-jobflow-task-id"]) for r in got)
+        assert ids == sorted(due), "not every task exactly once: %s" % ids
+        for r in got:
+            assert r["time"] >= due[int(r["headers"]["x-jobflow-task-id"])]
+        receiver.wait_for(lambda r: ("t=" + cron_tag) in r["query"], n=2, timeout=10)
+        assert held(green, db) is None
+    finally:
+        green.drop(db)
+        blue.drop(db)
+        blue.set_dispatch(None)
+
+
+# -------------------------------------------------------------------------
+# 2. A blue/green move as docs/operations.md describes it
+# -------------------------------------------------------------------------
+
+class Load:
+    """Schedules a task every 50 ms, due 0.3 to 1.5 s later, on the database
+    it points at; each URL carries a number that tells the task apart
+    across both clusters.  Pausing holds the calls (as an application
+    waiting for the switch); due times stay what they were meant to be."""
+
+    def __init__(self, url):
+        self.url = url
+        self.target = None
+        self.n = 0
+        self.due = {}
+        self.paused = threading.Event()
+        self.idle = threading.Event()
+        self.stop = threading.Event()
+        self.errors = []
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        while not self.stop.is_set():
+            if self.paused.is_set():
+                self.idle.set()
+                time.sleep(0.01)
+                continue
+            self.idle.clear()
+            node, db = self.target
+            self.n += 1
+            n = self.n
+            due = time.time() + 0.3 + (n % 7) * 0.2
+            try:
+                conn = node.connect(db)
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute("SET ROLE app")
+                        cur.execute("SELECT jobflow.schedule(%s, run_at => to_timestamp(%s))",
+                                    ("%s&n=%d" % (self.url, n), due))
+                finally:
+                    conn.close()
+                self.due[n] = due
+            except Exception as e:      # noqa: BLE001 - reported by the test
+                self.errors.append(repr(e))
+            time.sleep(0.05)
+
+    def pause(self):
+        self.paused.set()
+        self.idle.clear()
+        wait_until(self.idle.is_set, 10, "the load to pause")
+
+
+def test_blue_green_move_fires_every_task_exactly_once(clusters, receiver):
+    blue, green = clusters
+    db = "logical_move"
+    for node in (blue, green):
+        node.database(db)
+        grant_app(node, db)
+    url, tag = receiver.unique_url("/ok")
+    load = Load(url)
+    load.target = (blue, db)
+    load.thread.start()
+    try:
+        # a timer too: its occurrences fire once, on one side or the other
+        cron_url, cron_tag = receiver.unique_url("/ok")
+        blue.query(db, "SET ROLE app; SELECT jobflow.schedule_cron('tick', '* * * * * *', %s)",
+                   (cron_url,))
+
+        # before: publication on blue, subscription on green (which holds)
+        blue.query(db, "CREATE PUBLICATION jobflow_move FOR TABLE " + MOVED)
+        subscribe(green, db, blue, "jobflow_move")
+        assert held(green, db) == "subscription"
+        # green's sequences, well ahead of blue's already (only the
+        # subscription holds green's worker from here on)
+        green.query(db, "SELECT setval('jobflow.tasks_id_seq', %s + 1000000),"
+                        "       setval('jobflow.cron_timers_id_seq', %s + 1000000)",
+                    blue.query(db, "SELECT (SELECT last_value FROM jobflow.tasks_id_seq),"
+                                   "       (SELECT last_value FROM jobflow.cron_timers_id_seq)")[0])
+        time.sleep(3)
+
+        # cutover
+        t0 = time.time()
+        blue.set_dispatch("off")
+        load.pause()                    # the application's writes wait
+        wait_until(lambda: blue.one(
+            db, "SELECT w.held = 'dispatch off' AND w.in_flight + w.queued + w.buffered_rows = 0"
+                "   AND NOT EXISTS (SELECT 1 FROM jobflow.tasks WHERE state = 'running')"
+                "  FROM jobflow.worker_status() w"), 20, "blue's in-flight requests")
+        lsn = blue.one(db, "SELECT pg_current_wal_lsn()::text")
+        wait_until(lambda: blue.one(
+            db, "SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots"
+                " WHERE slot_name = %s", (lsn, "%s_sub" % db)), 20, "green to catch up")
+        # green's sequences are ahead of blue's
+        seqs = blue.query(db, "SELECT (SELECT last_value FROM jobflow.tasks_id_seq),"
+                              "       (SELECT last_value FROM jobflow.cron_timers_id_seq)")[0]
+        assert green.one(db, "SELECT (SELECT last_value FROM jobflow.tasks_id_seq) > %s"
+                             "   AND (SELECT last_value FROM jobflow.cron_timers_id_seq) > %s",
+                         seqs)
+        assert task_rows(green, db) == task_rows(blue, db), "green has not caught up"
+        green.query(db, "DROP SUBSCRIPTION %s_sub" % db)
+        load.target = (green, db)
+        load.paused.clear()
+        print("cutover: %.2f s of paused writes" % (time.time() - t0))
+        wait_until(lambda: held(green, db) is None, 10, "green to release")
+
+        time.sleep(2)
+        load.stop.set()
+        load.thread.join(10)
+        assert not load.errors, load.errors[:3]
+        # every task scheduled on either side fires once, none early
+        wait_until(lambda: len(receiver.tagged(tag)) >= len(load.due), 15, "every task")
+        time.sleep(1)
+        got = receiver.tagged(tag)
+        seen = {}
+        for r in got:
+            n = int(parse_qs(r["query"])["n"][0])
+            seen.setdefault(n, []).append(r)
+        assert sorted(seen) == sorted(load.due), "lost: %s" % (set(load.due) - set(seen))
+        twice = {n: len(rs) for n, rs in seen.items() if len(rs) > 1}
+        assert not twice, "fired twice: %s" % twice
+        early = [n for n, rs in seen.items() if rs[0]["time"] < load.due[n] - 0.01]
+        assert not early, "fired early: %s" % early
+        by_side = green.one(db, "SELECT count(*) FROM jobflow.tasks t WHERE t.id > %s"
+                                " AND t.url LIKE %s", (seqs[0], "%" + tag + "%"))
+        print("move: %d tasks, %d of them scheduled on green" % (len(load.due), by_side))
+        assert by_side > 0
+        # the timer: no occurrence twice, none missing between the first and last
+        ticks = {}
+        for r in receiver.tagged(cron_tag):
+            ticks.setdefault(r["headers"]["x-jobflow-task-id"], []).append(r)
+        assert all(len(v) == 1 for v in ticks.values()), "an occurrence fired twice"
+        at = green.query(db, "SELECT extract(epoch FROM cron_at)::bigint FROM jobflow.tasks"
+                             " WHERE id = ANY(%s::bigint[]) ORDER BY 1",
+                         ([int(i) for i in ticks],))
+        at = [a for (a,) in at]
+        assert len(at) == len(set(at)) and at == list(range(at[0], at[0] + len(at))), \
+            "cron occurrences missing or twice: %s" % at
+        # the blue side stays off for a rollback and wrote nothing since
+        assert held(blue, db) == "dispatch off"
+    finally:
+        load.stop.set()
+        load.thread.join(10)
+        green.drop(db)
+        blue.drop(db)
+        blue.set_dispatch(None)
+
+
+# -------------------------------------------------------------------------
+# 3. jobflow.dispatch = off on a plain primary
+# -------------------------------------------------------------------------
+
+def test_off_holds_a_primary_and_auto_releases_it(clusters, receiver):
+    blue, _ = clusters
+    db = "logical_off"
+    blue.database(db)
+    grant_app(blue, db)
+    slow_url, slow_tag = receiver.unique_url("/delay/1500")
+    url, tag = receiver.unique_url("/ok")
+    try:
+        # in flight when dispatch goes off: finishes, and is recorded
+        slow, _ = schedule_as_app(blue, db, slow_url, 0)
+        receiver.wait_for(lambda r: ("t=" + slow_tag) in r["query"], timeout=10)
+        blue.set_dispatch("off")
+        wait_until(lambda: held(blue, db) == "dispatch off", 10, "the switch")
+        assert held_metric(blue, db) == 'reason="dispatch off"'
+        wait_until(lambda: blue.one(db, "SELECT state::text FROM jobflow.tasks WHERE id = %s",
+                                    (slow,)) == "succeeded", 10, "the request in flight")
+        task, due = schedule_as_app(blue, db, url, 0.5)
+        blue.query(db, "SET ROLE app; SELECT jobflow.schedule_cron('off-tick', '* * * * * *', %s)",
+                   (url,))
+        time.sleep(3)
+        assert receiver.tagged(tag) == []
+        assert blue.one(db, "SELECT state::text FROM jobflow.tasks WHERE id = %s", (task,)) == "pending"
+        assert blue.one(db, "SELECT count(*) FROM jobflow.tasks WHERE cron_id IS NOT NULL") == 0, \
+            "cron occurrences were materialised while dispatch was off"
+        blue.set_dispatch("auto")
+        got = receiver.wait_for(lambda r: ("t=" + tag) in r["query"]
+                                and r["headers"]["x-jobflow-task-id"] == str(task), timeout=10)
+        assert len(got) == 1 and got[0]["time"] >= due
+        assert held(blue, db) is None
+    finally:
+        blue.drop(db)
+        blue.set_dispatch(None)
