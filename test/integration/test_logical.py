@@ -434,3 +434,57 @@ def test_off_holds_a_primary_and_auto_releases_it(clusters, receiver):
     finally:
         blue.drop(db)
         blue.set_dispatch(None)
+
+
+# -------------------------------------------------------------------------
+# 4. A tenant's own subscription holds nobody (PostgreSQL 16 and later)
+# -------------------------------------------------------------------------
+
+def test_a_tenants_subscription_does_not_hold_the_worker(clusters, receiver):
+    """From 16 a role granted pg_create_subscription (and CREATE on the
+    database) subscribes to a publisher of its choice: one whose tables
+    are named like jobflow's fills pg_subscription_rel with jobflow's
+    tables.  It cannot write them, and must not hold every tenant's
+    callbacks either."""
+    blue, green = clusters
+    if green.one("postgres", "SELECT current_setting('server_version_num')::int") < 160000:
+        pytest.skip("pg_create_subscription is new in PostgreSQL 16")
+    db = "logical_tenant"
+    for node in (blue, green):
+        node.database(db)
+        grant_app(node, db)
+    # the tenant's "own" publisher: a role with a password (a non-superuser
+    # subscription must use one) and a publication of jobflow's tables
+    blue.query("postgres", "DO $$BEGIN CREATE ROLE intruder LOGIN REPLICATION PASSWORD 'pw';"
+                           " EXCEPTION WHEN duplicate_object THEN NULL; END$$")
+    hba = os.path.join(blue.data, "pg_hba.conf")
+    subprocess.run((["runuser", "-u", RUN_USER, "--"] if os.geteuid() == 0 else [])
+                   + ["sh", "-c", "grep -q intruder '%s' || sed -i '1i local all intruder scram-sha-256' '%s'"
+                      % (hba, hba)], check=True)
+    blue.query("postgres", "SELECT pg_reload_conf()")
+    blue.query(db, "CREATE PUBLICATION p_tenant FOR ALL TABLES")
+    green.query("postgres", "DO $$BEGIN CREATE ROLE intruder LOGIN;"
+                            " EXCEPTION WHEN duplicate_object THEN NULL; END$$")
+    # a tenant of the database (jobflow_user: USAGE on schema jobflow, which
+    # naming jobflow's tables in a subscription takes)
+    green.query(db, "GRANT pg_create_subscription, jobflow_user TO intruder;"
+                    " GRANT CREATE ON DATABASE %s TO intruder" % db)
+    url, tag = receiver.unique_url("/ok")
+    try:
+        green.query(db, "SET ROLE intruder; CREATE SUBSCRIPTION s_tenant CONNECTION '%s"
+                        " user=intruder password=pw' PUBLICATION p_tenant"
+                        " WITH (enabled = false, copy_data = false, slot_name = NONE,"
+                        "       create_slot = false)"
+                    % blue.conninfo(db).replace(" user=postgres", ""))
+        assert green.one(db, "SELECT count(*) FROM pg_subscription_rel r JOIN pg_class c"
+                             " ON c.oid = r.srrelid WHERE c.relnamespace = 'jobflow'::regnamespace") > 0, \
+            "the tenant's subscription lists no table of jobflow"
+        time.sleep(1.5)       # more than a reconcile interval
+        task, due = schedule_as_app(green, db, url, 0.2)
+        got = receiver.wait_for(lambda r: ("t=" + tag) in r["query"], timeout=10)
+        assert len(got) == 1 and got[0]["time"] >= due
+        assert held(green, db) is None
+    finally:
+        green.query(db, "DROP SUBSCRIPTION IF EXISTS s_tenant")
+        green.drop(db)
+        blue.drop(db)
