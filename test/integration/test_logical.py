@@ -426,6 +426,13 @@ def test_off_holds_a_primary_and_auto_releases_it(clusters, receiver):
         assert blue.one(db, "SELECT state::text FROM jobflow.tasks WHERE id = %s", (task,)) == "pending"
         assert blue.one(db, "SELECT count(*) FROM jobflow.tasks WHERE cron_id IS NOT NULL") == 0, \
             "cron occurrences were materialised while dispatch was off"
+        # no tenant flips it back: neither SET, nor ALTER SYSTEM, nor per role
+        for sql in ("SET jobflow.dispatch = on", "ALTER SYSTEM SET jobflow.dispatch = on",
+                    "ALTER ROLE app SET jobflow.dispatch = on",
+                    "ALTER DATABASE %s SET jobflow.dispatch = on" % db):
+            with pytest.raises(psycopg2.Error):
+                blue.query(db, "SET ROLE app; " + sql)
+        assert held(blue, db) == "dispatch off"
         blue.set_dispatch("auto")
         got = receiver.wait_for(lambda r: ("t=" + tag) in r["query"]
                                 and r["headers"]["x-jobflow-task-id"] == str(task), timeout=10)
