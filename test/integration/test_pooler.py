@@ -386,20 +386,30 @@ def test_roles_and_aborted_transactions_leave_nothing(bouncer, receiver, db):
         assert cur.fetchone()[0] == 0, "tenant b sees tenant a's task"
     b.commit()
 
-    # A: SET ROLE (not LOCAL), a due task, then an error half-way
+    # B: a task due later (which publishes no wake-up)
     before = wakeup_ranges(db)
+    ul, tagl = receiver.unique_url("/ok")
+    idl = schedule(b, ul, run_at_sql="now() + interval '1 day'")
+    b.commit()
+    # A: SET ROLE (not LOCAL), a due task, then a statement that fails
+    # half-way: its first row (due now) has been announced when its
+    # second fails the row check
     with a.cursor() as cur:
         cur.execute("SET ROLE %s" % ta)
     ux, tagx = receiver.unique_url("/ok")
     idx = schedule(a, ux)
-    with pytest.raises(psycopg2.errors.DivisionByZero):
-        call(a, "SELECT 1 / 0")
+    with pytest.raises(psycopg2.errors.InvalidParameterValue, match="absolute http"):
+        call(a, "INSERT INTO jobflow.tasks (url) VALUES (%s), ('ftp://x/')", (ux,))
     a.rollback()
     assert wakeup_ranges(db) == before, "an aborted transaction published a wake-up"
 
     with b.cursor() as cur:
         cur.execute("SELECT current_user, session_user")
         assert cur.fetchone() == (bouncer.app, bouncer.app)
+    # B's statement writes no pending row: it announces nothing of A's
+    assert call(b, "SELECT jobflow.cancel(%s)", (idl,)) is True
+    b.commit()
+    assert wakeup_ranges(db) == before, "B's commit published A's announcement"
     ub, tagb = receiver.unique_url("/ok")
     idb = schedule(b, ub)
     b.commit()
