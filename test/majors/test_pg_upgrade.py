@@ -48,6 +48,7 @@ from conftest import Cluster, as_server_user, wait_until
 
 DATABASES = ("app_one", "app_two")
 ROLE = "jf_upgrade_app"
+OTHER = "jf_upgrade_other"      # another tenant, whose rows ROLE must not see
 FINAL = ("succeeded", "failed", "cancelled")
 
 # Seconds from the old server's stop to the new one's start, as measured
@@ -65,12 +66,12 @@ MOVING = {
 }
 
 
-def as_app(cluster, db, sql, args=None):
+def as_app(cluster, db, sql, args=None, role=ROLE):
     """sql's first column of its first row, run as the application role."""
     conn = cluster.connect(db)
     try:
         with conn.cursor() as cur:
-            cur.execute("SET ROLE %s" % ROLE)
+            cur.execute("SET ROLE %s" % role)
             cur.execute(sql, args)
             row = cur.fetchone() if cur.description else None
             return row[0] if row else None
@@ -167,8 +168,9 @@ def test_pg_upgrade_keeps_and_resumes_everything(upgrade_case, clusters, receive
     for db in DATABASES:
         old.query("CREATE DATABASE %s" % db)
         old.query("CREATE EXTENSION jobflow", dbname=db)
-    old.query("CREATE ROLE %s NOLOGIN" % ROLE)
-    old.query("GRANT jobflow_user TO %s" % ROLE)
+    for role in (ROLE, OTHER):
+        old.query("CREATE ROLE %s NOLOGIN" % role)
+        old.query("GRANT jobflow_user TO %s" % role)
     timings["old cluster"] = time.time() - t
 
     one, two = DATABASES
@@ -191,6 +193,12 @@ def test_pg_upgrade_keeps_and_resumes_everything(upgrade_case, clusters, receive
         two: [as_app(old, two, "SELECT jobflow.schedule(%s, body => '{\"n\": 2}')",
                      (url(two, "done"),))],
     }
+    # the other tenant: a failed task and a paused timer (on 14, the views
+    # that show them are made differently: src/install_pg14.sql)
+    fired[one].append(as_app(old, one, "SELECT jobflow.schedule(%s, max_attempts => 1)",
+                             (url(one, "other", "/status/500"),), role=OTHER))
+    as_app(old, one, "SELECT jobflow.schedule_cron('other', '0 0 1 1 *', %s, active => false)",
+           (url(one, "other"),), role=OTHER)
     # cron timers: every second (signed, with the header secret; missed
     # occurrences skipped) and every two seconds (missed: fired once)
     as_app(old, one, "SELECT jobflow.schedule_cron('tick', '* * * * * *', %s, "
@@ -303,6 +311,13 @@ def test_pg_upgrade_keeps_and_resumes_everything(upgrade_case, clusters, receive
             assert got[0]["time"] >= tasks[task_id]["run_at"], "task %d fired early" % task_id
     assert tasks_of(new, one)[held]["state"] == "pending"
     assert not [r for r in receiver.requests(mine) if kind_of(r) == "held"]
+
+    # each tenant still sees its own timers and failed tasks, and only those
+    for role, timers, failed in ((ROLE, "tick", fired[one][2]), (OTHER, "other", fired[one][3])):
+        assert as_app(new, one, "SELECT string_agg(name, ',') FROM jobflow.cron",
+                      role=role) == timers
+        assert as_app(new, one, "SELECT array_agg(id) FROM jobflow.failed_tasks",
+                      role=role) == [failed]
 
     # the cron timers go on: new occurrences, none twice
     def new_occurrences():
