@@ -22,7 +22,7 @@ fi
 # pgsrc_tarball MAJOR: the source tarball of that major, or nothing
 pgsrc_tarball() {
 	local t
-	for t in "$PG_SOURCES"/postgresql-"$1".*.tar.gz; do
+	for t in "$PG_SOURCES/postgresql-$1".*.tar.gz; do
 		[ -f "$t" ] && { echo "$t"; return 0; }
 	done
 	return 1
@@ -69,7 +69,7 @@ pgsrc_build() {
 	src=$(mktemp -d "${TMPDIR:-/tmp}/jobflow-pg$major-src.XXXXXX")
 	tar -xzf "$(pgsrc_tarball "$major")" -C "$src"
 	(
-		cd "$src"/postgresql-"$major".*
+		cd "$src/postgresql-$major".*
 		CFLAGS="$cflags" ./configure --prefix="$dir" --without-icu --without-readline --with-openssl \
 			>"$dir/configure.log" 2>&1 || { tail -40 "$dir/configure.log"; exit 1; }
 		make -s -j"$(nproc)" >"$dir/build.log" 2>&1 || { tail -60 "$dir/build.log"; exit 1; }
