@@ -275,7 +275,7 @@ else
 	# major upgrades between the source builds (Debian's 15 cannot be
 	# upgraded to the 18.3 build: see docs/upgrading.md)
 	pairs=()
-	for p in "16 17 copy,link" "14 17 copy"; do
+	for p in "16 17 copy,link" "14 17 copy" "17 18 copy,link"; do
 		# shellcheck disable=SC2086
 		set -- $p
 		build_ok "$1" && build_ok "$2" &&
