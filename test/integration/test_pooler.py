@@ -200,6 +200,7 @@ def wakeup_ranges(db):
 # What applications do, through transaction pooling
 # -------------------------------------------------------------------------
 
+@pytest.mark.smoke
 def test_schedule_cancel_reschedule(bouncer, receiver, db):
     """Two clients of one login role share one server connection: a task
     scheduled through it fires and belongs to the application's role;
@@ -364,6 +365,7 @@ def test_listen_in_session_pooling_or_directly(bouncer, receiver, connect):
 # Nothing a pooled client leaves on the server connection
 # -------------------------------------------------------------------------
 
+@pytest.mark.smoke
 def test_roles_and_aborted_transactions_leave_nothing(bouncer, receiver, db):
     """Client A's transactions (SET LOCAL ROLE committed; SET ROLE and a
     schedule aborted by an error half-way) leave nothing on the shared
