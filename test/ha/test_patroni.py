@@ -155,6 +155,9 @@ def run_scenario(cluster, kind, fault):
     wait_until(cluster.healthy, 120, "a healthy cluster before the %s" % kind)
     old = cluster.leader()
     others = [n for n in cluster.nodes if n is not old]
+    for node in others:
+        assert not jobflow_processes(node), \
+            "replica %s runs jobflow: %s" % (node.name, jobflow_processes(node))
     url = "http://127.0.0.1:%d/%s" % (cluster.receiver_port, kind)
     load = Load(cluster, url)
     load.start()
