@@ -30,7 +30,6 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
-#include "common/pg_prng.h"
 #include "executor/spi.h"
 #include "lib/ilist.h"
 #include "miscadmin.h"
@@ -41,6 +40,7 @@
 #include "utils/memutils.h"
 
 #include "worker/dispatch.h"
+#include "base/compat.h"
 #include "base/fault.h"
 #include "base/signing.h"
 #include "worker/feed.h"
@@ -902,7 +902,7 @@ retry_delay_ms(int attempt, int64 retry_after_ms)
 		for (i = 1; i < attempt && delay < jobflow_retry_max_ms; i++)
 			delay *= 2;
 		delay = Min(delay, (int64) jobflow_retry_max_ms);
-		delay = delay / 2 + (int64) pg_prng_uint64_range(&pg_global_prng_state, 0, delay / 2);
+		delay = delay / 2 + (int64) jf_random_range(0, delay / 2);
 	}
 	/* the retry's pending state must be written before it falls due */
 	return Max(delay, 2 * (int64) jobflow_log_flush_ms);
