@@ -236,7 +236,8 @@ majors_suite() {
 	(cd "$REPO" && JOBFLOW_UPGRADE_PAIRS="$*" "$PYTHON" -m pytest -q -p no:cacheprovider test/majors)
 }
 ha_suite() {
-	(cd "$REPO" && JOBFLOW_PGBIN="$1" "$PYTHON" -m pytest -q -p no:cacheprovider test/ha)
+	(cd "$REPO" && JOBFLOW_PGBIN="$1" JOBFLOW_RUN_USER="$RUN_USER" JOBFLOW_HA_PORT="$((PORT + 200))" \
+		"$PYTHON" -m pytest -q -p no:cacheprovider test/ha)
 }
 
 ensure_packages prometheus-postgres-exporter python3-prometheus-client nginx-light openssl \
