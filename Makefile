@@ -68,7 +68,7 @@ OBJS = \
 	src/api/triggers.o \
 	src/api/url_check.o
 
-REGRESS = schedule validation lifecycle cron
+REGRESS = schedule validation lifecycle cron reserved_settings
 REGRESS_OPTS = --inputdir=. --load-extension=jobflow
 
 PG_CPPFLAGS = -I$(srcdir)/src
@@ -79,8 +79,18 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-jobflow--0.3.0.sql: src/install_prelude.sql jobflow--0.1.0.sql jobflow--0.1.0--0.2.0.sql jobflow--0.2.0--0.3.0.sql
-	cat $^ > $@
+# 14 has no security_invoker views: see src/install_pg14.sql.  The file
+# depends on the server built against, so it is made again every time.
+JF_INSTALL_PARTS = src/install_prelude.sql jobflow--0.1.0.sql jobflow--0.1.0--0.2.0.sql jobflow--0.2.0--0.3.0.sql
+ifeq ($(shell test $(MAJORVERSION) -lt 15 && echo old),old)
+jobflow--0.3.0.sql: $(JF_INSTALL_PARTS) src/install_pg14.sql FORCE
+	cat $(filter %.sql,$^) | sed 's/ WITH (security_invoker = true) AS$$/ AS/' > $@
+else
+jobflow--0.3.0.sql: $(JF_INSTALL_PARTS) FORCE
+	cat $(filter %.sql,$^) > $@
+endif
+
+FORCE:
 
 # a VPATH build (pg_buildext builds in build-<version>/) needs the objects' directory
 ifdef VPATH
@@ -96,4 +106,4 @@ unit:
 bench-build:
 	$(MAKE) -C bench
 
-.PHONY: unit bench-build
+.PHONY: unit bench-build FORCE

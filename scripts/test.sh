@@ -7,15 +7,22 @@
 # tests (test/integration, real worker, real HTTP receiver on 127.0.0.1,
 # including the upgrade from 0.1.0), and always stops the cluster.
 #
-# Servers: Debian's PostgreSQL 15 and PostgreSQL 18, built once from
-# ../shared/postgres/postgresql-18.3.tar.gz into a cache (scripts/pg18.sh);
-# without that tarball, 15 only.  An explicit PG_CONFIG tests that server
-# only.  Once per run: the META.json check and, in CI (CI=true) or when
-# JOBFLOW_SUITES names it, the Debian package test (test/package.sh).
-# The last line is "suites: N passed, M failed" over every server.
+# Servers: Debian's PostgreSQL 15, and 18, 16, 17 and 14 built once each
+# from the tarballs in ../shared/postgres/ into a cache (scripts/pgsrc.sh),
+# in the background at idle priority while 15 is tested.  15 and 18 run
+# every suite; 14, 16 and 17 run the unit, pg_regress and pgTAP suites
+# and the smoke subset of the integration tests (pytest -m smoke).  Then
+# the pg_upgrade tests between the built majors (test/majors), the HA test
+# under Patroni on 15 (test/ha), and once per run the checks of test/meta
+# and, in CI (CI=true) or when JOBFLOW_SUITES names it, the Debian package
+# test (test/package.sh).  A major whose tarball is missing is said to be
+# untested in one line.  An explicit PG_CONFIG tests that server only (every
+# suite); JOBFLOW_SERVERS picks majors (default "15 18 16 17 14").
+# The summary gives the time of each part; the last line is
+# "suites: N passed, M failed" over every server.
 EXPLICIT_PG_CONFIG=${PG_CONFIG:-}
 source "$(dirname "$0")/lib.sh"
-source "$REPO/scripts/pg18.sh"
+source "$REPO/scripts/pgsrc.sh"
 
 RUN_START=$(date +%s)
 passed=0
@@ -101,7 +108,7 @@ integration() {
 	steal0=$(steal_ms)
 	start=$(date +%s)
 	# shellcheck disable=SC2086
-	(cd "$REPO" && "$PYTHON" -m pytest -q -p no:cacheprovider ${JOBFLOW_PYTEST_ARGS:-test/integration}) || rc=$?
+	(cd "$REPO" && "$PYTHON" -m pytest -q -p no:cacheprovider ${JOBFLOW_PYTEST_ARGS:-test/integration} "$@") || rc=$?
 	[ "$rc" = 0 ] && return 0
 	# what a red run needs to be read: how much CPU the host took away
 	# from this machine (timing tests fail on a correct build when it is
@@ -128,22 +135,22 @@ meta() {
 # JOBFLOW_SUITES picks suites while developing (default: all of them;
 # "package" only in CI unless named)
 wanted() {
-	local all="unit regress pgtap integration meta"
+	local all="unit regress pgtap integration ha majors meta"
 	[ "${CI:-}" = true ] && all="$all package"
 	[[ " ${JOBFLOW_SUITES:-$all} " == *" $1 "* ]]
 }
 
-# test_server LABEL PG_CONFIG PORT: the per-server suites on one cluster
+# test_server LABEL PG_CONFIG PORT [smoke]: the per-server suites on one
+# cluster; "smoke" runs the integration tests marked smoke only
 test_server() {
-	local label=$1 port=$3
+	local label=$1 port=$3 smoke=${4:-}
 	PG_CONFIG=$2
 	log "testing on $label ($("$PG_CONFIG" --version))"
-	timed "$label build" build_and_install || {
+	timed "$label jobflow build" build_and_install || {
 		failed=$((failed + 1))
 		failed_names+=("$label/build")
 		return 0
 	}
-	trap cluster_remove EXIT
 	cluster_start "test$label" "$port" \
 		"fsync = off" \
 		"max_prepared_transactions = 10" \
@@ -158,24 +165,127 @@ test_server() {
 	fi
 	wanted regress && suite "$label/regress" regress
 	wanted pgtap && suite "$label/pgtap" pgtap
-	wanted integration && suite "$label/integration" integration
+	if wanted integration; then
+		if [ -n "$smoke" ]; then
+			suite "$label/smoke" integration -m smoke
+		else
+			suite "$label/integration" integration
+		fi
+	fi
 	cluster_remove
 	CLUSTER_DIR=""
-	trap - EXIT
 }
 
-ensure_packages prometheus-postgres-exporter python3-prometheus-client nginx-light openssl
+# kill_tree PID: that process and everything it started
+kill_tree() {
+	local c
+	for c in $(pgrep -P "$1"); do kill_tree "$c"; done
+	kill "$1" 2>/dev/null || true
+}
+
+# On any exit: the cluster under test stops, the background builds too.
+cleanup() {
+	cluster_remove
+	[ -z "${BUILD_PID:-}" ] || kill_tree "$BUILD_PID"
+}
+trap cleanup EXIT
+
+# The builds of 18, 16, 17 and 14 run in the background at idle priority
+# (SCHED_IDLE: they get only what the tests leave of the CPUs), one after
+# the other, while 15 is tested; each writes its exit status and duration
+# to BUILD_DIR/pgN.done, its output to BUILD_DIR/pgN.log.
+start_builds() {
+	BUILD_DIR=$(mktemp -d "${TMPDIR:-/tmp}/jobflow-builds.XXXXXX")
+	(
+		trap - EXIT
+		for m in "$@"; do
+			start=$(date +%s)
+			rc=0
+			chrt --idle 0 nice -n 19 bash -c "source '$REPO/scripts/lib.sh'; source '$REPO/scripts/pgsrc.sh'; pgsrc_build $m" \
+				>"$BUILD_DIR/pg$m.log" 2>&1 || rc=$?
+			echo "$rc $(($(date +%s) - start))" >"$BUILD_DIR/pg$m.done"
+		done
+	) &
+	BUILD_PID=$!
+}
+
+# wait_build MAJOR: waits for that major's build; true when it succeeded
+wait_build() {
+	local m=$1 start rc secs
+	start=$(date +%s)
+	while [ ! -f "$BUILD_DIR/pg$m.done" ]; do
+		kill -0 "$BUILD_PID" 2>/dev/null || break
+		sleep 2
+	done
+	read -r rc secs <"$BUILD_DIR/pg$m.done" 2>/dev/null || { rc=1; secs=0; }
+	cat "$BUILD_DIR/pg$m.log"
+	timings+=("$(printf '%-22s %4d s' "pg$m server build" "$secs") (background; waited $(($(date +%s) - start)) s)")
+	if [ "$rc" != 0 ]; then
+		failed=$((failed + 1))
+		failed_names+=("pg$m/server-build")
+		return 1
+	fi
+}
+
+# build_ok MAJOR: that major was built here in this run
+build_ok() { [ "$(cut -d' ' -f1 "$BUILD_DIR/pg$1.done" 2>/dev/null)" = 0 ]; }
+
+# The smoke subset, the pg_upgrade tests and the HA test (pytest suites
+# of their own), with what they are run on.
+majors_suite() {
+	(cd "$REPO" && JOBFLOW_UPGRADE_PAIRS="$*" "$PYTHON" -m pytest -q -p no:cacheprovider test/majors)
+}
+ha_suite() {
+	(cd "$REPO" && JOBFLOW_PGBIN="$1" JOBFLOW_RUN_USER="$RUN_USER" JOBFLOW_HA_PORT="$((PORT + 200))" \
+		"$PYTHON" -m pytest -q -p no:cacheprovider test/ha)
+}
+
+ensure_packages prometheus-postgres-exporter python3-prometheus-client nginx-light openssl \
+	pgbouncer patroni etcd-server $(pgsrc_packages)
 PORT=${JOBFLOW_TEST_PORT:-54329}
 if [ -n "$EXPLICIT_PG_CONFIG" ]; then
 	test_server "pg$("$EXPLICIT_PG_CONFIG" --version | sed 's/[^0-9]*\([0-9]*\).*/\1/')" "$EXPLICIT_PG_CONFIG" "$PORT"
 else
-	test_server pg15 /usr/lib/postgresql/15/bin/pg_config "$PORT"
-	if pg18_available; then
-		timed "pg18 cache/build" ensure_pg18
-		test_server pg18 "$PG18_CONFIG" "$((PORT + 1))"
-	else
-		echo "PostgreSQL 18: no source at $PG18_TARBALL, testing PostgreSQL 15 only"
+	servers=" ${JOBFLOW_SERVERS:-15 18 16 17 14} "
+	BUILD_DIR=""
+	built=()
+	for m in 18 16 17 14; do
+		[[ "$servers" == *" $m "* ]] || continue
+		if pgsrc_tarball "$m" >/dev/null; then
+			built+=("$m")
+		else
+			echo "PostgreSQL $m: no source in $PG_SOURCES, not tested"
+		fi
+	done
+	start_builds "${built[@]}"
+	if [[ "$servers" == *" 15 "* ]]; then
+		test_server pg15 /usr/lib/postgresql/15/bin/pg_config "$PORT"
+		wanted ha && [ -d "$REPO/test/ha" ] && suite pg15/ha ha_suite /usr/lib/postgresql/15/bin
 	fi
+	offset=1
+	for m in "${built[@]}"; do
+		if wait_build "$m"; then
+			if [ "$m" = 18 ]; then
+				test_server pg18 "$(pgsrc_dir 18)/bin/pg_config" "$((PORT + offset))"
+			else
+				test_server "pg$m" "$(pgsrc_dir "$m")/bin/pg_config" "$((PORT + offset))" smoke
+			fi
+		fi
+		offset=$((offset + 1))
+	done
+	# major upgrades between the source builds (Debian's 15 cannot be
+	# upgraded to the 18.3 build: see docs/upgrading.md)
+	pairs=()
+	for p in "16 17 copy,link" "14 17 copy" "17 18 copy,link"; do
+		# shellcheck disable=SC2086
+		set -- $p
+		build_ok "$1" && build_ok "$2" &&
+			pairs+=("$(pgsrc_dir "$1")/bin/pg_config:$(pgsrc_dir "$2")/bin/pg_config:$3")
+	done
+	if wanted majors && [ ${#pairs[@]} -gt 0 ] && [ -d "$REPO/test/majors" ]; then
+		suite pg_upgrade majors_suite "${pairs[@]}"
+	fi
+	rm -rf "$BUILD_DIR"
 fi
 wanted meta && suite meta meta
 wanted package && suite package "$REPO/test/package.sh"

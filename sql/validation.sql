@@ -205,6 +205,3 @@ SELECT pg_temp.try($$INSERT INTO jobflow.tasks (url) VALUES ('http://127.0.0.1/1
 -- accepted above: the upper-case https URL, and NULL headers (taken as none)
 
 SELECT count(*) - :before AS written FROM jobflow.tasks;
-
--- settings are reserved to jobflow
-SET jobflow.no_such_setting = 1;

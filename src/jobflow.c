@@ -55,6 +55,17 @@ static void jobflow_utility(PlannedStmt *pstmt, const char *queryString,
  * The worker and the shared status block only exist when the postmaster
  * loads us, so refuse any other way of loading, with a hint.  pg_upgrade
  * loads every library to check it exists: let it.
+ *
+ * pg_upgrade also starts the old and the new server in binary-upgrade
+ * mode (postgres -b), with the clusters' shared_preload_libraries, for
+ * its checks, its dump of the old schemas and its restore into the new
+ * cluster, and once more after moving the data files.  No launcher there:
+ * its workers would fire the tasks that fall due while the operator has
+ * the database down for the upgrade (from the old cluster, or from the
+ * new one before it is started for real), and the operator who goes
+ * back to the old cluster after a failed upgrade would fire them again.
+ * The settings, shared memory and hooks stay: the upgraded cluster's
+ * first real start registers the launcher, whose workers resume.
  */
 void
 _PG_init(void)
@@ -70,7 +81,8 @@ _PG_init(void)
 	}
 
 	jf_settings_define();
-	jf_launcher_register();
+	if (!IsBinaryUpgrade)
+		jf_launcher_register();
 
 #if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;

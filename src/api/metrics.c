@@ -23,6 +23,7 @@
 #include "utils/float.h"
 #include "utils/tuplestore.h"
 
+#include "base/compat.h"
 #include "base/metrics.h"
 #include "http/http.h"
 #include "launcher/slots.h"
@@ -452,7 +453,7 @@ jobflow_stats(PG_FUNCTION_ARGS)
 
 	em.slot = jf_reader_slot();
 
-	InitMaterializedSRF(fcinfo, 0);
+	jf_init_materialized_srf(fcinfo);
 	em.rows = rsinfo->setResult;
 	em.desc = rsinfo->setDesc;
 	emit_all(&em);

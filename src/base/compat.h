@@ -2,9 +2,13 @@
  *
  * compat.h
  *	  What differs between the PostgreSQL major versions jobflow supports
- *	  (15 to 18), in one place, behind PG_VERSION_NUM checks.
+ *	  (14 to 18), in one place, behind PG_VERSION_NUM checks.
  *
- * Reviewed against the headers of 16, 17 and 18: PGPROC's local
+ * Built and tested on 14, 15, 16, 17 and 18: 14 has no
+ * MarkGUCPrefixReserved(), pg_hmac_error(), InitMaterializedSRF() or
+ * pg_prng; 14 has no
+ * shmem_request_hook either (jobflow.c asks for its shared memory from
+ * _PG_init there); PGPROC's local
  * transaction id moved into vxid in 17; CreateWaitEventSet() takes a
  * ResourceOwner since 17 and lives in storage/waiteventset.h since 18;
  * custom wait event names exist since 17; PG_MODULE_MAGIC_EXT since 18.
@@ -53,6 +57,44 @@ jf_create_wait_event_set(int nevents)
 	object_ownercheck(DatabaseRelationId, (dboid), GetUserId())
 #else
 #define jf_database_owned(dboid) pg_database_ownercheck((dboid), GetUserId())
+#endif
+
+/*
+ * Settings named jobflow.* that jobflow does not define are refused (15+),
+ * or only warned about where they exist at load (14).  Called by
+ * base/settings.c only, like every definition of a setting.
+ */
+#if PG_VERSION_NUM >= 150000
+#define jf_reserve_guc_prefix(prefix) MarkGUCPrefixReserved(prefix)
+#else
+#define jf_reserve_guc_prefix(prefix) EmitWarningsOnPlaceholders(prefix)
+#endif
+
+/* Why pg_hmac failed: 15+ can say; 14's pg_hmac reports nothing. */
+#if PG_VERSION_NUM >= 150000
+#define jf_hmac_error(ctx) pg_hmac_error(ctx)
+#else
+#define jf_hmac_error(ctx) ((void) (ctx), "error in the HMAC implementation")
+#endif
+
+/*
+ * A set-returning function's tuplestore and descriptor, from its declared
+ * result type (InitMaterializedSRF since 15).
+ */
+#if PG_VERSION_NUM >= 150000
+#include "funcapi.h"
+#define jf_init_materialized_srf(fcinfo) InitMaterializedSRF((fcinfo), 0)
+#else
+extern void jf_init_materialized_srf(FunctionCallInfo fcinfo);
+#endif
+
+/* A uniformly random number in [lo, hi], for jitter (pg_prng since 15). */
+#if PG_VERSION_NUM >= 150000
+#include "common/pg_prng.h"
+#define jf_random_range(lo, hi) pg_prng_uint64_range(&pg_global_prng_state, (lo), (hi))
+#else
+#define jf_random_range(lo, hi) \
+	((uint64) (lo) + (uint64) random() % ((uint64) (hi) - (uint64) (lo) + 1))
 #endif
 
 /* What the worker waits on, as pg_stat_activity.wait_event shows it. */

@@ -22,6 +22,7 @@
 #include "utils/guc.h"
 
 #include "base/settings.h"
+#include "base/compat.h"
 #include "base/fault.h"
 #include "http/http.h"
 
@@ -452,5 +453,5 @@ jf_settings_define(void)
 							   &jobflow_test_doh_url, "",
 							   PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							   NULL, NULL, NULL);
-	MarkGUCPrefixReserved("jobflow");
+	jf_reserve_guc_prefix("jobflow");
 }

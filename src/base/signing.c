@@ -30,6 +30,7 @@
 #include "utils/timestamp.h"
 
 #include "base/signing.h"
+#include "base/compat.h"
 
 /* The Standard Webhooks message id of a task: the same on every attempt. */
 char *
@@ -63,7 +64,7 @@ jf_sign_v1(const uint8 *key, size_t keylen, const char *msg_id,
 		(body_len > 0 && pg_hmac_update(ctx, (const uint8 *) body, body_len) < 0) ||
 		pg_hmac_final(ctx, mac, sizeof(mac)) < 0)
 	{
-		const char *why = pg_hmac_error(ctx);
+		const char *why = jf_hmac_error(ctx);
 
 		pg_hmac_free(ctx);
 		elog(ERROR, "could not compute the HMAC of a callback: %s", why);

@@ -28,6 +28,7 @@
 #include "utils/timestamp.h"
 
 #include "worker/cron.h"
+#include "base/compat.h"
 #include "base/cron_zone.h"
 #include "launcher/restore.h"
 #include "launcher/slots.h"
@@ -178,7 +179,7 @@ jobflow_materialize_cron(PG_FUNCTION_ARGS)
 	bool		restricted;
 	int			ret;
 
-	InitMaterializedSRF(fcinfo, 0);
+	jf_init_materialized_srf(fcinfo);
 	if (TIMESTAMP_NOT_FINITE(until))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),

@@ -30,15 +30,17 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
-#include "common/pg_prng.h"
 #include "executor/spi.h"
 #include "lib/ilist.h"
+#include "miscadmin.h"
+#include "storage/pmsignal.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 
 #include "worker/dispatch.h"
+#include "base/compat.h"
 #include "base/fault.h"
 #include "base/signing.h"
 #include "worker/feed.h"
@@ -503,6 +505,27 @@ unclaim_moved(Datum *moved, int nmoved)
 }
 
 /*
+ * After a claim's commit, before its requests go: the commit waited for the
+ * synchronous standbys, if any, unless the postmaster died meanwhile.  Its
+ * death ends that wait at once and silently (SyncRepWaitForLSN sets
+ * ProcDiePending), with the claim committed here only: the standby that is
+ * promoted next has these tasks pending and would send them again as the
+ * same attempt, none of it logged.  So the worker sends nothing and exits;
+ * on the new primary the tasks fire once.  A postmaster that died just
+ * after the standby's acknowledgement costs a rescue there, logged as an
+ * interrupted attempt, which is the safe side.
+ */
+static void
+claim_replicated_or_exit(int nclaimed)
+{
+	if (ProcDiePending || !PostmasterIsAlive())
+		ereport(FATAL,
+				(errcode(ERRCODE_ADMIN_SHUTDOWN),
+				 errmsg("jobflow worker exits without sending the %d task(s) it claimed", nclaimed),
+				 errdetail("The postmaster died while the claim's commit may have been waiting for synchronous replication.")));
+}
+
+/*
  * Claim the picked tasks and submit those that are still pending and due.
  * Everything the requests need is copied by jf_http_submit, so the
  * transaction's memory can go when it commits.
@@ -660,6 +683,7 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	if (nclaimed < n)
 		handle_unclaimed(ws, picks, n, claimed, now_ms);
 	jf_xact_commit();
+	claim_replicated_or_exit(nclaimed);
 	ws->dispatch->nclaiming = 0;
 	ws->dispatch->committed = reqs;
 	ws->dispatch->ncommitted = nclaimed;
@@ -878,7 +902,7 @@ retry_delay_ms(int attempt, int64 retry_after_ms)
 		for (i = 1; i < attempt && delay < jobflow_retry_max_ms; i++)
 			delay *= 2;
 		delay = Min(delay, (int64) jobflow_retry_max_ms);
-		delay = delay / 2 + (int64) pg_prng_uint64_range(&pg_global_prng_state, 0, delay / 2);
+		delay = delay / 2 + (int64) jf_random_range(0, delay / 2);
 	}
 	/* the retry's pending state must be written before it falls due */
 	return Max(delay, 2 * (int64) jobflow_log_flush_ms);

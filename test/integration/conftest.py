@@ -70,6 +70,15 @@ import psycopg2
 import psycopg2.extras
 import pytest
 
+def pytest_configure(config):
+    # "pytest -m smoke": what scripts/test.sh runs on PostgreSQL 14, 16 and
+    # 17 (every test runs on 15 and 18)
+    config.addinivalue_line(
+        "markers", "smoke: the subset run on every supported major: start, schedule "
+        "and fire, cron, retries, restore, upgrade from 0.1.0, two databases, "
+        "failover, poolers, logical replication")
+
+
 import starved
 
 # reruns of timing tests on a starved machine: hooks named here are registered

@@ -46,6 +46,7 @@ def scalar(db, sql, args=None):
         return cur.fetchone()[0]
 
 
+@pytest.mark.smoke
 @pytest.mark.timing
 def test_per_second_timer_pause_replace_unschedule(db, receiver):
     name = "per-second-" + uuid.uuid4().hex[:8]

@@ -48,6 +48,7 @@ def ids_at(receiver, tag):
     return sorted(int(r["headers"]["x-jobflow-task-id"]) for r in receiver.tagged(tag))
 
 
+@pytest.mark.smoke
 def test_three_databases_fire_at_once_each_its_own(databases, receiver):
     dbs = [databases() for _ in range(3)]
     start = query(databases.admin, "SELECT pg_postmaster_start_time() AS t")[0]["t"]
@@ -80,6 +81,7 @@ def test_three_databases_fire_at_once_each_its_own(databases, receiver):
     assert [workers(databases.admin).get(n) for n, _ in dbs] == pids
 
 
+@pytest.mark.smoke
 def test_create_extension_fires_without_restart(databases, receiver):
     name, conn = databases(extension=False)
     start = query(conn, "SELECT pg_postmaster_start_time() AS t")[0]["t"]

@@ -31,6 +31,7 @@ def by_task(reqs, task_id):
     return [r for r in reqs if r["headers"].get("x-jobflow-task-id") == str(task_id)]
 
 
+@pytest.mark.smoke
 @pytest.mark.timing
 def test_fires_promptly_once_with_request_details(db, receiver):
     url, tag = receiver.unique_url("/echo")
@@ -97,6 +98,7 @@ def test_no_content_type_is_invented(db, receiver):
     assert set(wait_final(db, [empty, text, custom]).values()) == {"succeeded"}
 
 
+@pytest.mark.smoke
 @pytest.mark.timing
 def test_fires_at_time_and_never_early(db, receiver):
     url, tag = receiver.unique_url("/ok")
@@ -135,6 +137,7 @@ def test_task_loaded_by_rescan_fires_on_time(db, receiver):
     assert set(wait_final(db, ids).values()) == {"succeeded"}
 
 
+@pytest.mark.smoke
 def test_rolled_back_task_never_fires(connect, receiver):
     tx = connect(autocommit=False)
     url, tag = receiver.unique_url("/ok")
@@ -148,6 +151,7 @@ def test_rolled_back_task_never_fires(connect, receiver):
     assert task_row(db, soon) is None and task_row(db, now) is None
 
 
+@pytest.mark.smoke
 def test_cancel_task_in_wheel(db, receiver):
     url, tag = receiver.unique_url("/ok")
     task_id = schedule(db, url, run_at_sql="now() + interval '1.5 s'")

@@ -118,6 +118,7 @@ def wait_until(predicate, timeout, what):
     pytest.fail("timed out after %.0f s waiting for %s" % (timeout, what))
 
 
+@pytest.mark.smoke
 def test_promoted_standby_fires_what_the_primary_committed(pair, receiver):
     primary, standby = pair
     url, tag = receiver.unique_url("/ok")

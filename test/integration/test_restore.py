@@ -196,6 +196,7 @@ MODES = {
 }
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("mode", list(MODES))
 def test_restore_brings_everything_back(mode, dumped, template, server, receiver):
     target = Target(server, template, int(os.environ["PGPORT"]) + 1)

@@ -16,6 +16,8 @@ import socket
 import time
 from urllib.parse import quote
 
+import pytest
+
 from conftest import query, schedule, task_log, task_row, wait_final
 
 
@@ -54,6 +56,7 @@ def closed_port():
     return port
 
 
+@pytest.mark.smoke
 def test_retry_on_500_until_success(db, receiver):
     url, tag = receiver.unique_url("/flaky/2")
     task_id = schedule(db, url, max_attempts=5)
@@ -104,6 +107,7 @@ def test_connection_refused_is_retried_then_fails(db):
     assert task_row(db, task_id)["attempts"] == 3
 
 
+@pytest.mark.smoke
 def test_retry_after_is_honoured(db, receiver):
     url, tag = receiver.unique_url("/status/503?retry_after=1")
     task_id = schedule(db, url, max_attempts=2)
@@ -114,6 +118,7 @@ def test_retry_after_is_honoured(db, receiver):
     assert gap >= 1.0, "second attempt %.3f s after the first, Retry-After said 1 s" % gap
 
 
+@pytest.mark.smoke
 def test_404_is_not_retried(db, receiver):
     url, tag = receiver.unique_url("/status/404")
     task_id = schedule(db, url, max_attempts=5)

@@ -77,6 +77,7 @@ def webhook_headers(req):
     return {k: req["headers"][k] for k in ("webhook-id", "webhook-timestamp", "webhook-signature")}
 
 
+@pytest.mark.smoke
 def test_specification_test_vector(db):
     """The example of the Standard Webhooks specification."""
     sig = query(db, "SELECT jobflow._webhook_signature(%s, %s, %s, convert_to(%s, 'UTF8')) AS s",
@@ -90,6 +91,7 @@ def test_unsigned_without_secret(db, receiver, tenant):
     assert "webhook-signature" not in req["headers"]
 
 
+@pytest.mark.smoke
 def test_signed_callback_verifies(db, receiver, tenant):
     secret = as_role(db, tenant, "SELECT jobflow.create_signing_secret()")
     assert secret.startswith("whsec_") and len(base64.b64decode(secret[6:])) == 32

@@ -8,9 +8,12 @@
 
 import time
 
+import pytest
+
 from conftest import query, schedule, wait_final, worker_status
 
 
+@pytest.mark.smoke
 def test_worker_status_is_sane(db, receiver):
     st = worker_status(db)
     assert st["pid"] is not None
@@ -60,6 +63,7 @@ def test_worker_status_is_sane(db, receiver):
         assert cur.fetchone()[0] is True
 
 
+@pytest.mark.smoke
 def test_reload_keeps_worker(db, receiver):
     pid = worker_status(db)["pid"]
     assert pid is not None

@@ -237,9 +237,19 @@ def hook_assignments(tree):
 
 
 def settings_outside_settings(tree):
-    """Settings defined anywhere but src/base/settings.c."""
-    return outside(tree, "base/settings.c",
-                   r"\b(DefineCustom\w+Variable|MarkGUCPrefixReserved)\s*\(", "calls")
+    """Settings defined anywhere but src/base/settings.c (compat.h may
+    name, in a #define, what settings.c calls on each version)."""
+    pattern = (r"\b(DefineCustom\w+Variable|MarkGUCPrefixReserved|EmitWarningsOnPlaceholders"
+               r"|jf_reserve_guc_prefix)\s*\(")
+    found = []
+    for p in tree.paths:
+        if p == "base/settings.c":
+            continue
+        for line in tree.text[p].splitlines():
+            if p == "base/compat.h" and re.match(r"\s*#\s*define\b", line):
+                continue
+            found += ["%s calls %s" % (p, m.group(1)) for m in re.finditer(pattern, line)]
+    return found
 
 
 def postgres_in_plain_c(tree):
