@@ -194,6 +194,7 @@ def subscribe(green, db, blue, publication):
 # 1. A subscriber fires nothing, writes nothing, until it is the primary
 # -------------------------------------------------------------------------
 
+@pytest.mark.smoke
 def test_subscriber_holds_until_the_subscription_is_dropped(clusters, receiver):
     blue, green = clusters
     db = "logical_hold"
