@@ -240,8 +240,9 @@ ha_suite() {
 		"$PYTHON" -m pytest -q -p no:cacheprovider test/ha)
 }
 
-ensure_packages prometheus-postgres-exporter python3-prometheus-client nginx-light openssl \
-	pgbouncer patroni etcd-server $(pgsrc_packages)
+# shellcheck disable=SC2046
+timed "packages (apt-get)" ensure_packages prometheus-postgres-exporter python3-prometheus-client \
+	nginx-light openssl pgbouncer patroni etcd-server $(pgsrc_packages)
 PORT=${JOBFLOW_TEST_PORT:-54329}
 if [ -n "$EXPLICIT_PG_CONFIG" ]; then
 	test_server "pg$("$EXPLICIT_PG_CONFIG" --version | sed 's/[^0-9]*\([0-9]*\).*/\1/')" "$EXPLICIT_PG_CONFIG" "$PORT"
