@@ -583,7 +583,7 @@ def test_a_held_workers_look_does_not_scan_every_subscribed_table(clusters, rece
         after = scans()
         print("looks: %d index scans, %d sequential scans of pg_subscription_rel (%d rows)"
               % (after[1] - before[1], after[0] - before[0], ntables))
-        assert after[1] > before[1], "the held worker did not look"
+        assert sum(after) > sum(before), "the held worker did not look"
         assert after[0] == before[0], "a look read all of pg_subscription_rel"
         assert held(green, db) == "subscription"
     finally:
