@@ -88,8 +88,12 @@ static int64 hold_looked_ms = 0;
  * pg_create_subscription can create a subscription to a publication of
  * its own making, whose tables name jobflow's; such a subscription cannot
  * write them, and must not hold every tenant's callbacks either.  Runs in
- * its own transaction; a look reads pg_subscription_rel, a row per table
- * subscribed.
+ * its own transaction.  A look starts from the relations of schema
+ * jobflow (pg_depend's index on the schema) and probes pg_subscription_rel
+ * by its index for each: its cost does not grow with the tables other
+ * subscriptions, or the same one, bring (a blue/green move subscribes to
+ * every table, and a tenant's own subscription, above, may list many),
+ * while a held worker looks up to ten times a second.
  */
 static bool
 subscribed(void)
@@ -104,11 +108,15 @@ subscribed(void)
 	values[0] = ObjectIdGetDatum(MyDatabaseId);
 	values[1] = ObjectIdGetDatum(get_namespace_oid("jobflow", true));
 	ret = SPI_execute_with_args(
-		"SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_subscription_rel r"
+		"SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d"
+		"  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid"
+		"  JOIN pg_catalog.pg_subscription_rel r ON r.srrelid OPERATOR(pg_catalog.=) d.objid"
 		"  JOIN pg_catalog.pg_subscription s ON s.oid OPERATOR(pg_catalog.=) r.srsubid"
-		"  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.srrelid"
-		" WHERE s.subdbid OPERATOR(pg_catalog.=) $1"
+		" WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass"
+		"   AND d.refobjid OPERATOR(pg_catalog.=) $2"
+		"   AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
 		"   AND c.relnamespace OPERATOR(pg_catalog.=) $2"
+		"   AND s.subdbid OPERATOR(pg_catalog.=) $1"
 		"   AND (EXISTS (SELECT 1 FROM pg_catalog.pg_authid a"
 		"                 WHERE a.oid OPERATOR(pg_catalog.=) s.subowner AND a.rolsuper)"
 		"        OR pg_catalog.pg_has_role(s.subowner, c.relowner, 'USAGE')))",

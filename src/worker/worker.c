@@ -826,6 +826,12 @@ jobflow_worker_main(Datum main_arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	jf_my_slot = jf_worker_attach(main_arg, &dboid);
 	jf_worker_part = jf_my_slot->part;
+	/*
+	 * Not held until dispatch_paused() says otherwise: a predecessor that
+	 * exited holding left its reason in the slot, which the launcher resets
+	 * only when it gives the slot to another database.
+	 */
+	pg_atomic_write_u64(&jf_my_slot->held, (uint64) JF_HELD_NO);
 	/* counters and histograms add up in the database's first slot */
 	jf_figures = jf_db_slot(dboid);
 	if (jf_figures == NULL)

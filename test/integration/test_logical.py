@@ -496,3 +496,96 @@ def test_a_tenants_subscription_does_not_hold_the_worker(clusters, receiver):
         green.query(db, "DROP SUBSCRIPTION IF EXISTS s_tenant")
         green.drop(db)
         blue.drop(db)
+
+
+# -------------------------------------------------------------------------
+# 5. A restarted worker does not show its predecessor's hold
+# -------------------------------------------------------------------------
+
+def test_a_restarted_worker_does_not_report_its_predecessors_hold(clusters, receiver):
+    """The slot keeps what the worker published when the worker exits and
+    the same database's next worker takes it: a worker that exited while
+    held (here jobflow.dispatch = off; or a subscription dropped while it
+    restarted) must not leave worker_status() and jobflow_worker_held
+    saying its successor holds while that one fires."""
+    blue, _ = clusters
+    db = "logical_restart"
+    blue.database(db)
+    grant_app(blue, db)
+    url, tag = receiver.unique_url("/ok")
+    try:
+        blue.set_dispatch("off")
+        wait_until(lambda: held(blue, db) == "dispatch off", 10, "the switch")
+        old = blue.one(db, "SELECT pid FROM jobflow.worker_status()")
+        # on, read only by the next worker (the server reloads once the old
+        # one is gone, within the second before its restart)
+        blue.query("postgres", "ALTER SYSTEM SET jobflow.dispatch = on")
+        blue.query("postgres", "SELECT pg_terminate_backend(%s)", (old,))
+        wait_until(lambda: blue.one("postgres", "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity"
+                                                " WHERE pid = %s)", (old,)), 10, "the worker to exit")
+        blue.query("postgres", "SELECT pg_reload_conf()")
+        wait_until(lambda: blue.one(db, "SELECT pid IS NOT NULL AND pid <> %s"
+                                        "  FROM jobflow.worker_status()", (old,)), 15, "a new worker")
+        task, due = schedule_as_app(blue, db, url, 0.2)
+        got = receiver.wait_for(lambda r: ("t=" + tag) in r["query"], timeout=10)
+        assert len(got) == 1
+        assert held(blue, db) is None, "the new worker fires, yet is said to hold"
+        assert blue.one(db, "SELECT count(*) FROM jobflow.stats"
+                            " WHERE metric = 'worker_held' AND value = 1") == 0
+    finally:
+        blue.drop(db)
+        blue.set_dispatch(None)
+
+
+# -------------------------------------------------------------------------
+# 6. A held worker's look costs the same with many tables subscribed
+# -------------------------------------------------------------------------
+
+def test_a_held_workers_look_does_not_scan_every_subscribed_table(clusters, receiver):
+    """A held worker looks at the subscriptions up to ten times a second
+    (every wake-up a tenant's schedule() causes, at most every 100 ms).
+    A move subscribes to every table of the database, which can be
+    thousands, and from 16 a tenant's own subscription adds as many rows
+    as it likes: a look must go from jobflow's few tables to
+    pg_subscription_rel by its index, not read all of it."""
+    blue, green = clusters
+    db = "logical_look"
+    ntables = 2000
+    for node in (blue, green):
+        node.database(db)
+        grant_app(node, db)
+        node.query(db, "CREATE SCHEMA many; DO $$BEGIN FOR i IN 1..%d LOOP"
+                       " EXECUTE format('CREATE TABLE many.t%%s (id int PRIMARY KEY)', i);"
+                       " END LOOP; END$$" % ntables)
+    url, _ = receiver.unique_url("/ok")
+    try:
+        blue.query(db, "CREATE PUBLICATION p_look FOR ALL TABLES")
+        # no apply worker (enabled = false): only jobflow's worker reads
+        # pg_subscription_rel in the database meanwhile
+        green.query(db, "CREATE SUBSCRIPTION %s_sub CONNECTION '%s' PUBLICATION p_look"
+                        " WITH (enabled = false, copy_data = false, slot_name = NONE,"
+                        "       create_slot = false)" % (db, blue.conninfo(db)))
+        assert green.one(db, "SELECT count(*) FROM pg_subscription_rel") > ntables
+        wait_until(lambda: held(green, db) == "subscription", 10, "green to hold")
+
+        def scans():
+            green.query(db, "SELECT pg_stat_clear_snapshot()")
+            return green.query(db, "SELECT seq_scan, idx_scan FROM pg_stat_sys_tables"
+                                   " WHERE relname = 'pg_subscription_rel'")[0]
+        time.sleep(1.5)     # the statistics of the looks so far are flushed
+        before = scans()
+        # a tenant's schedules wake the held worker: it looks each time
+        deadline = time.time() + 3
+        while time.time() < deadline:
+            schedule_as_app(green, db, url, 60)
+            time.sleep(0.05)
+        time.sleep(1.5)
+        after = scans()
+        print("looks: %d index scans, %d sequential scans of pg_subscription_rel (%d rows)"
+              % (after[1] - before[1], after[0] - before[0], ntables))
+        assert sum(after) > sum(before), "the held worker did not look"
+        assert after[0] == before[0], "a look read all of pg_subscription_rel"
+        assert held(green, db) == "subscription"
+    finally:
+        green.drop(db)
+        blue.drop(db)
