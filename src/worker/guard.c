@@ -154,6 +154,13 @@ jf_guard_hold(int64 now_ms)
 		{
 			hold_looked_ms = now_ms;
 			hold_look_ms = now_ms + jobflow_reconcile_ms;
+			/*
+			 * Held until the look says otherwise: a look that fails with an
+			 * error leaves the worker held, and is made again
+			 * HOLD_LOOK_GAP_MS later, rather than letting a subscriber fire
+			 * until the next jobflow.reconcile_interval.
+			 */
+			hold = JF_HOLD_SUBSCRIBED;
 			hold = subscribed() ? JF_HOLD_SUBSCRIBED : JF_HOLD_NONE;
 		}
 	}
