@@ -46,6 +46,9 @@
 #   notifications(conn, seconds)     the notifications conn receives
 #                                    within seconds
 #
+# It also puts test/ on sys.path: the tests that make servers of their own
+# (test_failover.py, test_logical.py) "import pgnode".
+#
 # A test that restarts the server or kills one of its processes ends every
 # open connection: it must open new ones afterwards (connect()), and
 # should leave the cluster as it found it (set_guc(conn, name, None)).
@@ -88,6 +91,10 @@ pytest_terminal_summary = starved.pytest_terminal_summary
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 RECEIVER = os.path.join(REPO, "test", "receiver.py")
+
+# test/ on the path, for the modules the suites share ("import pgnode")
+if os.path.join(REPO, "test") not in sys.path:
+    sys.path.insert(0, os.path.join(REPO, "test"))
 FINAL_STATES = ("succeeded", "failed", "cancelled")
 
 
