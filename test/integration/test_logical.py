@@ -7,16 +7,14 @@
 #     a database moved to another cluster as docs/operations.md says fires
 #     every task exactly once; jobflow.dispatch = off holds a primary.
 #
-# The tests build their own two clusters next to the suite's (as
-# test_failover.py does): "blue" publishes (wal_level = logical), "green"
-# subscribes.  Each test uses databases of its own on them.
+# The tests build their own two clusters next to the suite's (servers of
+# test/pgnode.py, as test_failover.py's): "blue" publishes (wal_level =
+# logical), "green" subscribes.  Each test uses databases of its own on
+# them.
 #
 # -------------------------------------------------------------------------
 
 import os
-import shutil
-import subprocess
-import tempfile
 import threading
 import time
 from urllib.parse import parse_qs
@@ -24,8 +22,9 @@ from urllib.parse import parse_qs
 import psycopg2
 import pytest
 
-PGBIN = os.environ.get("JOBFLOW_PGBIN", "/usr/lib/postgresql/15/bin")
-RUN_USER = os.environ.get("JOBFLOW_RUN_USER", "postgres")
+import pgnode
+from pgnode import wait_until
+
 BASE_PORT = int(os.environ.get("PGPORT", "54329")) + 20
 
 # the tables docs/operations.md publishes for a move (all but outcome_key)
@@ -33,127 +32,69 @@ MOVED = ("jobflow.tasks, jobflow.task_log, jobflow.cron_timers, jobflow.queues,"
          " jobflow.secrets, jobflow.signing_secrets, jobflow.installation")
 
 
-def as_server_user(cmd):
-    if os.geteuid() == 0:
-        cmd = ["runuser", "-u", RUN_USER, "--"] + cmd
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.PIPE, timeout=120)
-
-
-class Node:
-    """One PostgreSQL server, in its own directory and port."""
-
-    def __init__(self, top, name, port):
-        self.dir = os.path.join(top, name)
-        self.data = os.path.join(self.dir, "data")
-        self.sock = os.path.join(self.dir, "sock")
-        self.port = port
-        as_server_user(["mkdir", "-p", self.sock])
+class Node(pgnode.Node):
+    """One cluster of the pair (test/pgnode.py's Node) whose tests each use
+    databases of their own: sql() and one() name the database first."""
 
     def init(self, extra):
-        as_server_user([os.path.join(PGBIN, "initdb"), "-D", self.data,
-                        "-U", "postgres", "-A", "trust", "--no-sync"])
-        lines = [
-            "port = %d" % self.port,
-            "listen_addresses = ''",
-            "unix_socket_directories = '%s'" % self.sock,
-            "shared_preload_libraries = 'jobflow'",
-            "fsync = off",
-            "jobflow.allow_networks = '127.0.0.0/8, ::1/128'",
-            "jobflow.reconcile_interval = '1s'",
-        ] + extra
-        conf = os.path.join(self.data, "postgresql.conf")
-        subprocess.run((["runuser", "-u", RUN_USER, "--"] if os.geteuid() == 0 else [])
-                       + ["sh", "-c", "cat >> '%s'" % conf],
-                       input="\n".join(lines) + "\n", text=True, check=True)
-        self.pg_ctl("start")
+        """initdb, configure (a reconcile every second, and extra) and start."""
+        self.initdb()
+        self.configure(["jobflow.reconcile_interval = '1s'"] + extra)
+        self.start()
 
-    def pg_ctl(self, *args):
-        as_server_user([os.path.join(PGBIN, "pg_ctl"), "-D", self.data,
-                        "-l", os.path.join(self.dir, "log"), "-w", "-t", "60"]
-                       + list(args))
+    def sql(self, dbname, text, args=None):
+        """Every row of text run in dbname (None without rows)."""
+        return self.query(text, args, dbname)
 
-    def conninfo(self, dbname):
-        return "host=%s port=%d user=postgres dbname=%s" % (self.sock, self.port, dbname)
-
-    def connect(self, dbname):
-        conn = psycopg2.connect(self.conninfo(dbname))
-        conn.autocommit = True
-        return conn
-
-    def query(self, dbname, sql, args=None):
-        conn = self.connect(dbname)
-        try:
-            with conn.cursor() as cur:
-                cur.execute(sql, args)
-                return cur.fetchall() if cur.description else None
-        finally:
-            conn.close()
-
-    def one(self, dbname, sql, args=None):
-        return self.query(dbname, sql, args)[0][0]
+    def one(self, dbname, text, args=None):
+        """The first column of the first row of text run in dbname."""
+        return self.value(text, args, dbname)
 
     def database(self, name):
         """A new database with jobflow, and the role app (jobflow_user)."""
-        self.query("postgres", "CREATE DATABASE %s" % name)
-        self.query(name, "CREATE EXTENSION jobflow")
+        self.sql("postgres", "CREATE DATABASE %s" % name)
+        self.sql(name, "CREATE EXTENSION jobflow")
 
     def drop(self, name):
         """Drop a test's database, and its subscriptions first."""
         try:
-            for (sub,) in self.query(name, "SELECT subname FROM pg_subscription"
-                                           " WHERE subdbid = (SELECT oid FROM pg_database"
-                                           "                   WHERE datname = current_database())"):
-                self.query(name, "DROP SUBSCRIPTION %s" % sub)
+            for (sub,) in self.sql(name, "SELECT subname FROM pg_subscription"
+                                         " WHERE subdbid = (SELECT oid FROM pg_database"
+                                         "                   WHERE datname = current_database())"):
+                self.sql(name, "DROP SUBSCRIPTION %s" % sub)
         except psycopg2.Error:
             pass
-        self.query("postgres", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % name)
+        self.sql("postgres", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % name)
 
     def set_dispatch(self, value):
+        """ALTER SYSTEM SET jobflow.dispatch (RESET for None), reloaded."""
         if value is None:
-            self.query("postgres", "ALTER SYSTEM RESET jobflow.dispatch")
+            self.sql("postgres", "ALTER SYSTEM RESET jobflow.dispatch")
         else:
-            self.query("postgres", "ALTER SYSTEM SET jobflow.dispatch = %s" % value)
-        self.query("postgres", "SELECT pg_reload_conf()")
+            self.sql("postgres", "ALTER SYSTEM SET jobflow.dispatch = %s" % value)
+        self.sql("postgres", "SELECT pg_reload_conf()")
 
 
 @pytest.fixture(scope="module")
 def clusters():
-    top = tempfile.mkdtemp(prefix="jobflow-logical-")
-    if os.geteuid() == 0:
-        shutil.chown(top, RUN_USER)
-    blue = Node(top, "blue", BASE_PORT)
-    green = Node(top, "green", BASE_PORT + 1)
-    try:
-        blue.init(["wal_level = logical"])
-        green.init([])
-        # the same role names, other oids: green makes roles blue has not
-        green.query("postgres", "CREATE ROLE filler1; CREATE ROLE filler2")
-        for node in (blue, green):
-            node.query("postgres", "CREATE ROLE app LOGIN")
-        yield blue, green
-    finally:
-        for node in (green, blue):
-            try:
-                node.pg_ctl("-m", "immediate", "stop")
-            except Exception:
-                pass
-        if not os.environ.get("JOBFLOW_KEEP_CLUSTER"):
-            shutil.rmtree(top, ignore_errors=True)
-
-
-def wait_until(predicate, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    pytest.fail("timed out after %.0f s waiting for %s" % (timeout, what))
+    with pgnode.scratch_dir("jobflow-logical-") as top:
+        blue = Node(top, "blue", BASE_PORT)
+        green = Node(top, "green", BASE_PORT + 1)
+        try:
+            blue.init(["wal_level = logical"])
+            green.init([])
+            # the same role names, other oids: green makes roles blue has not
+            green.sql("postgres", "CREATE ROLE filler1; CREATE ROLE filler2")
+            for node in (blue, green):
+                node.sql("postgres", "CREATE ROLE app LOGIN")
+            yield blue, green
+        finally:
+            for node in (green, blue):
+                node.stop_quietly()
 
 
 def grant_app(node, db):
-    node.query(db, "GRANT jobflow_user TO app")
+    node.sql(db, "GRANT jobflow_user TO app")
 
 
 def schedule_as_app(node, db, url, seconds):
@@ -179,13 +120,13 @@ def held_metric(node, db):
 
 
 def task_rows(node, db):
-    return node.query(db, "SELECT id, state::text, attempts, updated_at, cron_id"
-                          "  FROM jobflow.tasks ORDER BY id")
+    return node.sql(db, "SELECT id, state::text, attempts, updated_at, cron_id"
+                        "  FROM jobflow.tasks ORDER BY id")
 
 
 def subscribe(green, db, blue, publication):
-    green.query(db, "CREATE SUBSCRIPTION %s_sub CONNECTION '%s' PUBLICATION %s"
-                % (db, blue.conninfo(db), publication))
+    green.sql(db, "CREATE SUBSCRIPTION %s_sub CONNECTION '%s' PUBLICATION %s"
+              % (db, blue.conninfo(db), publication))
     wait_until(lambda: green.one(db, "SELECT count(*) = 0 FROM pg_subscription_rel"
                                      " WHERE srsubstate <> 'r'"), 30, "the initial copy")
 
@@ -209,17 +150,17 @@ def test_subscriber_holds_until_the_subscription_is_dropped(clusters, receiver):
         wait_until(lambda: held(blue, db) == "dispatch off", 10, "blue to hold")
         due = dict(schedule_as_app(blue, db, url, 1.0 + i * 0.2) for i in range(5))
         cron_url, cron_tag = receiver.unique_url("/ok")
-        blue.query(db, "SET ROLE app; SELECT jobflow.schedule_cron('every-second', '* * * * * *', %s)",
-                   (cron_url,))
+        blue.sql(db, "SET ROLE app; SELECT jobflow.schedule_cron('every-second', '* * * * * *', %s)",
+                 (cron_url,))
         if blue.one(db, "SELECT current_setting('server_version_num')::int") >= 150000:
-            blue.query(db, "CREATE PUBLICATION p_hold FOR TABLES IN SCHEMA jobflow")
+            blue.sql(db, "CREATE PUBLICATION p_hold FOR TABLES IN SCHEMA jobflow")
         else:
-            blue.query(db, "CREATE PUBLICATION p_hold FOR ALL TABLES")
+            blue.sql(db, "CREATE PUBLICATION p_hold FOR ALL TABLES")
         subscribe(green, db, blue, "p_hold")
         # the sequences are not replicated: set them ahead, so that only the
         # subscription holds green's worker (not the check of its sequences)
-        green.query(db, "SELECT setval('jobflow.tasks_id_seq', 1000000),"
-                        "       setval('jobflow.cron_timers_id_seq', 1000000)")
+        green.sql(db, "SELECT setval('jobflow.tasks_id_seq', 1000000),"
+                      "       setval('jobflow.cron_timers_id_seq', 1000000)")
         assert green.one(db, "SELECT count(*) FROM jobflow.tasks") == len(due)
         before = task_rows(green, db)
         # well past the tasks' due times and several reconcile intervals
@@ -236,7 +177,7 @@ def test_subscriber_holds_until_the_subscription_is_dropped(clusters, receiver):
 
         # the subscription dropped, green is the primary: every task fires once
         dropped = time.time()
-        green.query(db, "DROP SUBSCRIPTION %s_sub" % db)
+        green.sql(db, "DROP SUBSCRIPTION %s_sub" % db)
         got = receiver.wait_for(lambda r: ("t=" + tag) in r["query"], n=len(due), timeout=15)
         released = min(r["time"] for r in got) - dropped
         print("green fired %.2f s after DROP SUBSCRIPTION" % released)
@@ -317,19 +258,19 @@ def test_blue_green_move_fires_every_task_exactly_once(clusters, receiver):
     try:
         # a timer too: its occurrences fire once, on one side or the other
         cron_url, cron_tag = receiver.unique_url("/ok")
-        blue.query(db, "SET ROLE app; SELECT jobflow.schedule_cron('tick', '* * * * * *', %s)",
-                   (cron_url,))
+        blue.sql(db, "SET ROLE app; SELECT jobflow.schedule_cron('tick', '* * * * * *', %s)",
+                 (cron_url,))
 
         # before: publication on blue, subscription on green (which holds)
-        blue.query(db, "CREATE PUBLICATION jobflow_move FOR TABLE " + MOVED)
+        blue.sql(db, "CREATE PUBLICATION jobflow_move FOR TABLE " + MOVED)
         subscribe(green, db, blue, "jobflow_move")
         assert held(green, db) == "subscription"
         # green's sequences, well ahead of blue's already (only the
         # subscription holds green's worker from here on)
-        green.query(db, "SELECT setval('jobflow.tasks_id_seq', %s + 1000000),"
-                        "       setval('jobflow.cron_timers_id_seq', %s + 1000000)",
-                    blue.query(db, "SELECT (SELECT last_value FROM jobflow.tasks_id_seq),"
-                                   "       (SELECT last_value FROM jobflow.cron_timers_id_seq)")[0])
+        green.sql(db, "SELECT setval('jobflow.tasks_id_seq', %s + 1000000),"
+                      "       setval('jobflow.cron_timers_id_seq', %s + 1000000)",
+                  blue.sql(db, "SELECT (SELECT last_value FROM jobflow.tasks_id_seq),"
+                               "       (SELECT last_value FROM jobflow.cron_timers_id_seq)")[0])
         time.sleep(3)
 
         # cutover
@@ -345,13 +286,13 @@ def test_blue_green_move_fires_every_task_exactly_once(clusters, receiver):
             db, "SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots"
                 " WHERE slot_name = %s", (lsn, "%s_sub" % db)), 20, "green to catch up")
         # green's sequences are ahead of blue's
-        seqs = blue.query(db, "SELECT (SELECT last_value FROM jobflow.tasks_id_seq),"
-                              "       (SELECT last_value FROM jobflow.cron_timers_id_seq)")[0]
+        seqs = blue.sql(db, "SELECT (SELECT last_value FROM jobflow.tasks_id_seq),"
+                            "       (SELECT last_value FROM jobflow.cron_timers_id_seq)")[0]
         assert green.one(db, "SELECT (SELECT last_value FROM jobflow.tasks_id_seq) > %s"
                              "   AND (SELECT last_value FROM jobflow.cron_timers_id_seq) > %s",
                          seqs)
         assert task_rows(green, db) == task_rows(blue, db), "green has not caught up"
-        green.query(db, "DROP SUBSCRIPTION %s_sub" % db)
+        green.sql(db, "DROP SUBSCRIPTION %s_sub" % db)
         load.target = (green, db)
         load.paused.clear()
         print("cutover: %.2f s of paused writes" % (time.time() - t0))
@@ -383,9 +324,9 @@ def test_blue_green_move_fires_every_task_exactly_once(clusters, receiver):
         for r in receiver.tagged(cron_tag):
             ticks.setdefault(r["headers"]["x-jobflow-task-id"], []).append(r)
         assert all(len(v) == 1 for v in ticks.values()), "an occurrence fired twice"
-        at = green.query(db, "SELECT extract(epoch FROM cron_at)::bigint FROM jobflow.tasks"
-                             " WHERE id = ANY(%s::bigint[]) ORDER BY 1",
-                         ([int(i) for i in ticks],))
+        at = green.sql(db, "SELECT extract(epoch FROM cron_at)::bigint FROM jobflow.tasks"
+                           " WHERE id = ANY(%s::bigint[]) ORDER BY 1",
+                       ([int(i) for i in ticks],))
         at = [a for (a,) in at]
         assert len(at) == len(set(at)) and at == list(range(at[0], at[0] + len(at))), \
             "cron occurrences missing or twice: %s" % at
@@ -420,8 +361,8 @@ def test_off_holds_a_primary_and_auto_releases_it(clusters, receiver):
         wait_until(lambda: blue.one(db, "SELECT state::text FROM jobflow.tasks WHERE id = %s",
                                     (slow,)) == "succeeded", 10, "the request in flight")
         task, due = schedule_as_app(blue, db, url, 0.5)
-        blue.query(db, "SET ROLE app; SELECT jobflow.schedule_cron('off-tick', '* * * * * *', %s)",
-                   (url,))
+        blue.sql(db, "SET ROLE app; SELECT jobflow.schedule_cron('off-tick', '* * * * * *', %s)",
+                 (url,))
         time.sleep(3)
         assert receiver.tagged(tag) == []
         assert blue.one(db, "SELECT state::text FROM jobflow.tasks WHERE id = %s", (task,)) == "pending"
@@ -432,7 +373,7 @@ def test_off_holds_a_primary_and_auto_releases_it(clusters, receiver):
                     "ALTER ROLE app SET jobflow.dispatch = on",
                     "ALTER DATABASE %s SET jobflow.dispatch = on" % db):
             with pytest.raises(psycopg2.Error):
-                blue.query(db, "SET ROLE app; " + sql)
+                blue.sql(db, "SET ROLE app; " + sql)
         assert held(blue, db) == "dispatch off"
         blue.set_dispatch("auto")
         got = receiver.wait_for(lambda r: ("t=" + tag) in r["query"]
@@ -463,27 +404,26 @@ def test_a_tenants_subscription_does_not_hold_the_worker(clusters, receiver):
         grant_app(node, db)
     # the tenant's "own" publisher: a role with a password (a non-superuser
     # subscription must use one) and a publication of jobflow's tables
-    blue.query("postgres", "DO $$BEGIN CREATE ROLE intruder LOGIN REPLICATION PASSWORD 'pw';"
-                           " EXCEPTION WHEN duplicate_object THEN NULL; END$$")
+    blue.sql("postgres", "DO $$BEGIN CREATE ROLE intruder LOGIN REPLICATION PASSWORD 'pw';"
+                         " EXCEPTION WHEN duplicate_object THEN NULL; END$$")
     hba = os.path.join(blue.data, "pg_hba.conf")
-    subprocess.run((["runuser", "-u", RUN_USER, "--"] if os.geteuid() == 0 else [])
-                   + ["sh", "-c", "grep -q intruder '%s' || sed -i '1i local all intruder scram-sha-256' '%s'"
-                      % (hba, hba)], check=True)
-    blue.query("postgres", "SELECT pg_reload_conf()")
-    blue.query(db, "CREATE PUBLICATION p_tenant FOR ALL TABLES")
-    green.query("postgres", "DO $$BEGIN CREATE ROLE intruder LOGIN;"
-                            " EXCEPTION WHEN duplicate_object THEN NULL; END$$")
+    pgnode.as_server_user(["sh", "-c", "grep -q intruder '%s' || sed -i '1i local all intruder scram-sha-256' '%s'"
+                           % (hba, hba)])
+    blue.sql("postgres", "SELECT pg_reload_conf()")
+    blue.sql(db, "CREATE PUBLICATION p_tenant FOR ALL TABLES")
+    green.sql("postgres", "DO $$BEGIN CREATE ROLE intruder LOGIN;"
+                          " EXCEPTION WHEN duplicate_object THEN NULL; END$$")
     # a tenant of the database (jobflow_user: USAGE on schema jobflow, which
     # naming jobflow's tables in a subscription takes)
-    green.query(db, "GRANT pg_create_subscription, jobflow_user TO intruder;"
-                    " GRANT CREATE ON DATABASE %s TO intruder" % db)
+    green.sql(db, "GRANT pg_create_subscription, jobflow_user TO intruder;"
+                  " GRANT CREATE ON DATABASE %s TO intruder" % db)
     url, tag = receiver.unique_url("/ok")
     try:
-        green.query(db, "SET ROLE intruder; CREATE SUBSCRIPTION s_tenant CONNECTION '%s"
-                        " user=intruder password=pw' PUBLICATION p_tenant"
-                        " WITH (enabled = false, copy_data = false, slot_name = NONE,"
-                        "       create_slot = false)"
-                    % blue.conninfo(db).replace(" user=postgres", ""))
+        green.sql(db, "SET ROLE intruder; CREATE SUBSCRIPTION s_tenant CONNECTION '%s"
+                      " user=intruder password=pw' PUBLICATION p_tenant"
+                      " WITH (enabled = false, copy_data = false, slot_name = NONE,"
+                      "       create_slot = false)"
+                  % blue.conninfo(db).replace(" user=postgres", ""))
         assert green.one(db, "SELECT count(*) FROM pg_subscription_rel r JOIN pg_class c"
                              " ON c.oid = r.srrelid WHERE c.relnamespace = 'jobflow'::regnamespace") > 0, \
             "the tenant's subscription lists no table of jobflow"
@@ -493,7 +433,7 @@ def test_a_tenants_subscription_does_not_hold_the_worker(clusters, receiver):
         assert len(got) == 1 and got[0]["time"] >= due
         assert held(green, db) is None
     finally:
-        green.query(db, "DROP SUBSCRIPTION IF EXISTS s_tenant")
+        green.sql(db, "DROP SUBSCRIPTION IF EXISTS s_tenant")
         green.drop(db)
         blue.drop(db)
 
@@ -519,11 +459,11 @@ def test_a_restarted_worker_does_not_report_its_predecessors_hold(clusters, rece
         old = blue.one(db, "SELECT pid FROM jobflow.worker_status()")
         # on, read only by the next worker (the server reloads once the old
         # one is gone, within the second before its restart)
-        blue.query("postgres", "ALTER SYSTEM SET jobflow.dispatch = on")
-        blue.query("postgres", "SELECT pg_terminate_backend(%s)", (old,))
+        blue.sql("postgres", "ALTER SYSTEM SET jobflow.dispatch = on")
+        blue.sql("postgres", "SELECT pg_terminate_backend(%s)", (old,))
         wait_until(lambda: blue.one("postgres", "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity"
                                                 " WHERE pid = %s)", (old,)), 10, "the worker to exit")
-        blue.query("postgres", "SELECT pg_reload_conf()")
+        blue.sql("postgres", "SELECT pg_reload_conf()")
         wait_until(lambda: blue.one(db, "SELECT pid IS NOT NULL AND pid <> %s"
                                         "  FROM jobflow.worker_status()", (old,)), 15, "a new worker")
         task, due = schedule_as_app(blue, db, url, 0.2)
@@ -554,24 +494,24 @@ def test_a_held_workers_look_does_not_scan_every_subscribed_table(clusters, rece
     for node in (blue, green):
         node.database(db)
         grant_app(node, db)
-        node.query(db, "CREATE SCHEMA many; DO $$BEGIN FOR i IN 1..%d LOOP"
-                       " EXECUTE format('CREATE TABLE many.t%%s (id int PRIMARY KEY)', i);"
-                       " END LOOP; END$$" % ntables)
+        node.sql(db, "CREATE SCHEMA many; DO $$BEGIN FOR i IN 1..%d LOOP"
+                     " EXECUTE format('CREATE TABLE many.t%%s (id int PRIMARY KEY)', i);"
+                     " END LOOP; END$$" % ntables)
     url, _ = receiver.unique_url("/ok")
     try:
-        blue.query(db, "CREATE PUBLICATION p_look FOR ALL TABLES")
+        blue.sql(db, "CREATE PUBLICATION p_look FOR ALL TABLES")
         # no apply worker (enabled = false): only jobflow's worker reads
         # pg_subscription_rel in the database meanwhile
-        green.query(db, "CREATE SUBSCRIPTION %s_sub CONNECTION '%s' PUBLICATION p_look"
-                        " WITH (enabled = false, copy_data = false, slot_name = NONE,"
-                        "       create_slot = false)" % (db, blue.conninfo(db)))
+        green.sql(db, "CREATE SUBSCRIPTION %s_sub CONNECTION '%s' PUBLICATION p_look"
+                      " WITH (enabled = false, copy_data = false, slot_name = NONE,"
+                      "       create_slot = false)" % (db, blue.conninfo(db)))
         assert green.one(db, "SELECT count(*) FROM pg_subscription_rel") > ntables
         wait_until(lambda: held(green, db) == "subscription", 10, "green to hold")
 
         def scans():
-            green.query(db, "SELECT pg_stat_clear_snapshot()")
-            return green.query(db, "SELECT seq_scan, idx_scan FROM pg_stat_sys_tables"
-                                   " WHERE relname = 'pg_subscription_rel'")[0]
+            green.sql(db, "SELECT pg_stat_clear_snapshot()")
+            return green.sql(db, "SELECT seq_scan, idx_scan FROM pg_stat_sys_tables"
+                                 " WHERE relname = 'pg_subscription_rel'")[0]
         time.sleep(1.5)     # the statistics of the looks so far are flushed
         before = scans()
         # a tenant's schedules wake the held worker: it looks each time
