@@ -3,7 +3,8 @@
 # conftest.py
 #     Fixtures of the major-version upgrade tests (test_pg_upgrade.py):
 #     the pairs of servers to upgrade between, throwaway clusters of any
-#     installed PostgreSQL, and the HTTP receiver of the integration tests.
+#     installed PostgreSQL (test/pgnode.py's servers), and the HTTP
+#     receiver of the integration tests.
 #
 # JOBFLOW_UPGRADE_PAIRS names the upgrades to run, separated by spaces:
 #
@@ -25,18 +26,21 @@
 
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
-import time
 
-import psycopg2
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INTEGRATION = os.path.join(HERE, "..", "integration")
-RUN_USER = os.environ.get("JOBFLOW_RUN_USER", "postgres")
+TEST = os.path.dirname(HERE)
+
+# test/ on the path, for the modules the suites share ("import pgnode")
+if TEST not in sys.path:
+    sys.path.insert(0, TEST)
+
+import pgnode                   # noqa: E402
+
 PAIRS_VAR = "JOBFLOW_UPGRADE_PAIRS"
 MODES = ("copy", "link")
 
@@ -112,104 +116,22 @@ def pytest_generate_tests(metafunc):
 # Clusters
 # -------------------------------------------------------------------------
 
-def as_server_user(cmd, cwd=None, timeout=300, check=True):
-    """Run cmd as the server's OS user (when root); its output, or a test
-    failure that shows it."""
-    if os.geteuid() == 0:
-        cmd = ["runuser", "-u", RUN_USER, "--"] + cmd
-    res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    if check and res.returncode != 0:
-        pytest.fail("%s failed (%d):\n%s\n%s" % (" ".join(cmd), res.returncode,
-                                                  res.stdout[-4000:], res.stderr[-4000:]))
-    return res
+class Cluster(pgnode.Node):
+    """A throwaway cluster of one installation (test/pgnode.py's Node)."""
 
-
-class Cluster:
-    """A throwaway cluster of one installation, in its own directory, on a
-    Unix socket only; jobflow preloaded, loopback allowed."""
+    pg_ctl_wait = 120
 
     def __init__(self, top, name, install, port):
+        super().__init__(top, name, port, bindir=install.bindir)
         self.install = install
-        self.dir = os.path.join(top, name)
-        self.data = os.path.join(self.dir, "data")
-        self.sock = os.path.join(self.dir, "sock")
-        self.log = os.path.join(self.dir, "log")
-        self.port = port
-        self.running = False
-        as_server_user(["mkdir", "-p", self.sock])
-
-    def initdb(self, checksums):
-        args = [self.install.bin("initdb"), "-D", self.data, "-U", "postgres",
-                "-A", "trust", "--no-sync"]
-        if checksums:
-            args.append("--data-checksums")
-        elif self.install.major >= 18:
-            args.append("--no-data-checksums")      # 18 turned them on by default
-        as_server_user(args)
-
-    def configure(self, extra=()):
-        lines = [
-            "port = %d" % self.port,
-            "listen_addresses = ''",
-            "unix_socket_directories = '%s'" % self.sock,
-            "shared_preload_libraries = 'jobflow'",
-            "fsync = off",
-            "jobflow.allow_networks = '127.0.0.0/8, ::1/128'",
-        ] + list(extra)
-        conf = os.path.join(self.data, "postgresql.conf")
-        subprocess.run((["runuser", "-u", RUN_USER, "--"] if os.geteuid() == 0 else [])
-                       + ["sh", "-c", "cat >> '%s'" % conf],
-                       input="\n".join(lines) + "\n", text=True, check=True)
-
-    def pg_ctl(self, *args, options=None):
-        cmd = [self.install.bin("pg_ctl"), "-D", self.data, "-l", self.log, "-w", "-t", "120"]
-        if options:
-            cmd += ["-o", options]
-        as_server_user(cmd + list(args))
-
-    def start(self, options=None):
-        self.pg_ctl("start", options=options)
-        self.running = True
-
-    def stop(self, mode="fast"):
-        self.pg_ctl("-m", mode, "stop")
-        self.running = False
-
-    def connect(self, dbname="postgres"):
-        conn = psycopg2.connect(host=self.sock, port=self.port, user="postgres", dbname=dbname)
-        conn.autocommit = True
-        return conn
-
-    def query(self, sql, args=None, dbname="postgres"):
-        """Every row of sql, as tuples."""
-        conn = self.connect(dbname)
-        try:
-            with conn.cursor() as cur:
-                cur.execute(sql, args)
-                return cur.fetchall() if cur.description else None
-        finally:
-            conn.close()
-
-    def value(self, sql, args=None, dbname="postgres"):
-        rows = self.query(sql, args, dbname)
-        return rows[0][0] if rows else None
 
 
 @pytest.fixture
 def workdir():
     """A directory the server's OS user owns (pg_upgrade writes its logs
     into its working directory); removed at the end unless kept."""
-    top = tempfile.mkdtemp(prefix="jobflow-pg-upgrade-")
-    os.chmod(top, 0o755)
-    if os.geteuid() == 0:
-        shutil.chown(top, RUN_USER)
-    try:
+    with pgnode.scratch_dir("jobflow-pg-upgrade-") as top:
         yield top
-    finally:
-        if os.environ.get("JOBFLOW_KEEP_CLUSTER"):
-            print("kept %s" % top)
-        else:
-            shutil.rmtree(top, ignore_errors=True)
 
 
 @pytest.fixture
@@ -224,11 +146,7 @@ def clusters(upgrade_case, workdir):
         yield old, new
     finally:
         for c in (new, old):
-            if c.running or os.path.exists(os.path.join(c.data, "postmaster.pid")):
-                try:
-                    c.stop("immediate")
-                except BaseException:
-                    pass
+            c.stop_quietly()
 
 
 # -------------------------------------------------------------------------
@@ -255,16 +173,3 @@ def receiver(tmp_path):
         yield rec
     finally:
         integration._stop_receiver(rec)
-
-
-def wait_until(predicate, timeout, what, interval=0.1):
-    """predicate()'s first true value within timeout seconds, else a test
-    failure naming what."""
-    deadline = time.time() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.time() >= deadline:
-            pytest.fail("timed out after %.0f s waiting for %s" % (timeout, what))
-        time.sleep(interval)

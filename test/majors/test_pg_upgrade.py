@@ -46,7 +46,7 @@ import json
 import time
 import uuid
 
-from conftest import as_server_user, wait_until
+from pgnode import as_server_user, wait_until
 
 DATABASES = ("app_one", "app_two")
 ROLE = "jf_upgrade_app"
