@@ -26,17 +26,25 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 
 import psycopg2
 import pytest
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# test/ on the path, for the modules the suites share ("import pgnode")
+if os.path.dirname(HERE) not in sys.path:
+    sys.path.insert(0, os.path.dirname(HERE))
+
+import pgnode                           # noqa: E402
+from ha_receiver import postgres_pids   # noqa: E402
+from pgnode import wait_until           # noqa: E402
+
 PGBIN = os.environ.get("JOBFLOW_PGBIN")
 RUN_USER = os.environ.get("JOBFLOW_RUN_USER") or ("postgres" if os.geteuid() == 0
                                                   else pwd.getpwuid(os.geteuid()).pw_name)
 BASE_PORT = int(os.environ.get("JOBFLOW_HA_PORT", "56300"))
-HERE = os.path.dirname(os.path.abspath(__file__))
 SCOPE = "jobflow-ha"
 DBNAME = "jobflow"
 APP_ROLE = "ha_app"
@@ -94,8 +102,11 @@ def http_json(url, method="GET", body=None, timeout=5):
             return resp.status, text
 
 
-class Node:
-    """One Patroni-managed PostgreSQL node."""
+class Node(pgnode.Queries):
+    """One Patroni-managed PostgreSQL node; query() and value() of
+    test/pgnode.py, on the database jobflow unless told."""
+
+    dbname = DBNAME
 
     def __init__(self, top, index):
         self.name = "node%d" % index
@@ -187,19 +198,11 @@ class Node:
             return None
 
     def connect(self, user="postgres", dbname=DBNAME, timeout=3):
+        """A new autocommit connection over TCP, as Patroni's nodes listen."""
         conn = psycopg2.connect(host="127.0.0.1", port=self.port, user=user, dbname=dbname,
                                 connect_timeout=timeout)
         conn.autocommit = True
         return conn
-
-    def query(self, sql, args=None, dbname=DBNAME):
-        conn = self.connect(dbname=dbname)
-        try:
-            with conn.cursor() as cur:
-                cur.execute(sql, args)
-                return cur.fetchall() if cur.description else None
-        finally:
-            conn.close()
 
     def in_recovery(self):
         """True/False, or None when the node does not answer."""
@@ -285,33 +288,11 @@ class Cluster:
         return "\n".join(out)
 
 
-def wait_until(predicate, timeout, what, interval=0.1):
-    deadline = time.time() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.time() > deadline:
-            pytest.fail("timed out after %.0f s waiting for %s" % (timeout, what))
-        time.sleep(interval)
-
-
 def own_postgres_pids(top):
     """PostgreSQL processes whose working directory is under top: the
     suite's own, orphans of a killed postmaster included."""
-    pids = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/comm" % pid) as f:
-                if f.read().strip() != "postgres":
-                    continue
-            if os.path.realpath("/proc/%s/cwd" % pid).startswith(top + os.sep):
-                pids.append(int(pid))
-        except OSError:
-            continue
-    return pids
+    return [int(pid) for pid in postgres_pids()
+            if os.path.realpath("/proc/%s/cwd" % pid).startswith(top + os.sep)]
 
 
 @pytest.fixture(scope="session")
@@ -371,10 +352,8 @@ def cluster():
                 pass
         for node in c.nodes:
             if os.path.exists(os.path.join(node.data, "postmaster.pid")):
-                subprocess.run((["runuser", "-u", RUN_USER, "--"] if os.geteuid() == 0 else [])
-                               + [os.path.join(PGBIN, "pg_ctl"), "-D", node.data, "-m",
-                                  "immediate", "-w", "stop"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+                pgnode.as_server_user([os.path.join(PGBIN, "pg_ctl"), "-D", node.data, "-m",
+                                       "immediate", "-w", "stop"], timeout=60, check=False)
         for pid in own_postgres_pids(top):
             try:
                 os.kill(pid, signal.SIGKILL)

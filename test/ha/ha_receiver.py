@@ -5,10 +5,10 @@
 #	  The HA test's HTTP receiver: answers every request 200 at once and
 #	  records, for each, which PostgreSQL node sent it.
 #
-# Standard library only.  Listens on 127.0.0.1 and nowhere else.  Every
-# request is one JSON line in the log file, flushed at once (before the
-# answer, which waits --delay-ms, so that requests are in flight when a
-# fault strikes):
+# Standard library only (and test/receiver.py's server class).  Listens on
+# 127.0.0.1 and nowhere else.  Every request is one JSON line in the log
+# file, flushed at once (before the answer, which waits --delay-ms, so
+# that requests are in flight when a fault strikes):
 #
 #   {"time": arrival (time.time()), "id": X-Jobflow-Task-Id,
 #    "attempt": X-Jobflow-Attempt, "node": name, "pid": sender, "port": peer}
@@ -29,9 +29,17 @@
 import argparse
 import json
 import os
+import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+# test/ on the path, for test/receiver.py's server class
+TEST = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if TEST not in sys.path:
+    sys.path.insert(0, TEST)
+
+from receiver import Server     # noqa: E402
 
 lock = threading.Lock()
 log_file = None
@@ -57,16 +65,25 @@ def socket_inode(peer_port):
     return None
 
 
-def owner_of(inode):
-    """(pid, node name) of the PostgreSQL process holding socket inode."""
-    target = "socket:[%s]" % inode
+def postgres_pids():
+    """The pids (as strings) of the processes named postgres on this
+    machine; conftest.py looks for its own among them too."""
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             with open("/proc/%s/comm" % pid) as f:
-                if f.read().strip() != "postgres":
-                    continue
+                if f.read().strip() == "postgres":
+                    yield pid
+        except OSError:
+            continue
+
+
+def owner_of(inode):
+    """(pid, node name) of the PostgreSQL process holding socket inode."""
+    target = "socket:[%s]" % inode
+    for pid in postgres_pids():
+        try:
             fd_dir = "/proc/%s/fd" % pid
             for fd in os.listdir(fd_dir):
                 try:
@@ -121,15 +138,6 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"ok")
 
     do_GET = do_POST = do_PUT = handle_any
-
-
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 1024
-    allow_reuse_address = True
-
-    def handle_error(self, request, client_address):
-        pass
 
 
 def main():

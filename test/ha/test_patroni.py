@@ -33,7 +33,8 @@ import time
 import psycopg2
 import pytest
 
-from conftest import APP_ROLE, http_json, wait_until
+from conftest import APP_ROLE, http_json
+from pgnode import wait_until
 
 RATE = 200                  # tasks scheduled (and due) per second
 AHEAD = 1.0                 # seconds between scheduling and due time
