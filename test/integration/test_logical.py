@@ -97,17 +97,23 @@ def grant_app(node, db):
     node.sql(db, "GRANT jobflow_user TO app")
 
 
-def schedule_as_app(node, db, url, seconds):
+def as_app(node, db, sql, args=None):
+    """sql's first row, run in db as the role app, on a connection of its own."""
     conn = node.connect(db)
     try:
         with conn.cursor() as cur:
             cur.execute("SET ROLE app")
-            cur.execute("SELECT jobflow.schedule(%s, run_at => now() + %s * interval '1 second'),"
-                        " extract(epoch FROM now() + %s * interval '1 second')::float8",
-                        (url, seconds, seconds))
+            cur.execute(sql, args)
             return cur.fetchone()
     finally:
         conn.close()
+
+
+def schedule_as_app(node, db, url, seconds):
+    """(id, due time in Unix seconds) of a new task of app's, due in seconds."""
+    return as_app(node, db, "SELECT jobflow.schedule(%s, run_at => now() + %s * interval '1 second'),"
+                            " extract(epoch FROM now() + %s * interval '1 second')::float8",
+                  (url, seconds, seconds))
 
 
 def held(node, db):
@@ -226,14 +232,8 @@ class Load:
             n = self.n
             due = time.time() + 0.3 + (n % 7) * 0.2
             try:
-                conn = node.connect(db)
-                try:
-                    with conn.cursor() as cur:
-                        cur.execute("SET ROLE app")
-                        cur.execute("SELECT jobflow.schedule(%s, run_at => to_timestamp(%s))",
-                                    ("%s&n=%d" % (self.url, n), due))
-                finally:
-                    conn.close()
+                as_app(node, db, "SELECT jobflow.schedule(%s, run_at => to_timestamp(%s))",
+                       ("%s&n=%d" % (self.url, n), due))
                 self.due[n] = due
             except Exception as e:      # noqa: BLE001 - reported by the test
                 self.errors.append(repr(e))
