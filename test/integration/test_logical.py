@@ -54,6 +54,7 @@ class Node(pgnode.Node):
         """A new database with jobflow, and the role app (jobflow_user)."""
         self.sql("postgres", "CREATE DATABASE %s" % name)
         self.sql(name, "CREATE EXTENSION jobflow")
+        self.sql(name, "GRANT jobflow_user TO app")
 
     def drop(self, name):
         """Drop a test's database, and its subscriptions first."""
@@ -91,10 +92,6 @@ def clusters():
         finally:
             for node in (green, blue):
                 node.stop_quietly()
-
-
-def grant_app(node, db):
-    node.sql(db, "GRANT jobflow_user TO app")
 
 
 def as_app(node, db, sql, args=None):
@@ -147,7 +144,6 @@ def test_subscriber_holds_until_the_subscription_is_dropped(clusters, receiver):
     db = "logical_hold"
     for node in (blue, green):
         node.database(db)
-        grant_app(node, db)
     url, tag = receiver.unique_url("/ok")
     # blue sends nothing (every request the receiver gets is green's), and
     # has tasks falling due and a timer of every second
@@ -250,7 +246,6 @@ def test_blue_green_move_fires_every_task_exactly_once(clusters, receiver):
     db = "logical_move"
     for node in (blue, green):
         node.database(db)
-        grant_app(node, db)
     url, tag = receiver.unique_url("/ok")
     load = Load(url)
     load.target = (blue, db)
@@ -348,7 +343,6 @@ def test_off_holds_a_primary_and_auto_releases_it(clusters, receiver):
     blue, _ = clusters
     db = "logical_off"
     blue.database(db)
-    grant_app(blue, db)
     slow_url, slow_tag = receiver.unique_url("/delay/1500")
     url, tag = receiver.unique_url("/ok")
     try:
@@ -401,7 +395,6 @@ def test_a_tenants_subscription_does_not_hold_the_worker(clusters, receiver):
     db = "logical_tenant"
     for node in (blue, green):
         node.database(db)
-        grant_app(node, db)
     # the tenant's "own" publisher: a role with a password (a non-superuser
     # subscription must use one) and a publication of jobflow's tables
     blue.sql("postgres", "DO $$BEGIN CREATE ROLE intruder LOGIN REPLICATION PASSWORD 'pw';"
@@ -451,7 +444,6 @@ def test_a_restarted_worker_does_not_report_its_predecessors_hold(clusters, rece
     blue, _ = clusters
     db = "logical_restart"
     blue.database(db)
-    grant_app(blue, db)
     url, tag = receiver.unique_url("/ok")
     try:
         blue.set_dispatch("off")
@@ -493,7 +485,6 @@ def test_a_held_workers_look_does_not_scan_every_subscribed_table(clusters, rece
     ntables = 2000
     for node in (blue, green):
         node.database(db)
-        grant_app(node, db)
         node.sql(db, "CREATE SCHEMA many; DO $$BEGIN FOR i IN 1..%d LOOP"
                      " EXECUTE format('CREATE TABLE many.t%%s (id int PRIMARY KEY)', i);"
                      " END LOOP; END$$" % ntables)
