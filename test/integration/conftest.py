@@ -70,6 +70,9 @@ import psycopg2
 import psycopg2.extras
 import pytest
 
+import starved
+
+
 def pytest_configure(config):
     # "pytest -m smoke": what scripts/test.sh runs on PostgreSQL 14, 16 and
     # 17 (every test runs on 15 and 18)
@@ -77,12 +80,10 @@ def pytest_configure(config):
         "markers", "smoke: the subset run on every supported major: start, schedule "
         "and fire, cron, retries, restore, upgrade from 0.1.0, two databases, "
         "failover, poolers, logical replication")
+    starved.pytest_configure(config)
 
-
-import starved
 
 # reruns of timing tests on a starved machine: hooks named here are registered
-pytest_configure = starved.pytest_configure
 pytest_runtest_protocol = starved.pytest_runtest_protocol
 pytest_terminal_summary = starved.pytest_terminal_summary
 
