@@ -73,6 +73,9 @@ import psycopg2
 import psycopg2.extras
 import pytest
 
+import starved
+
+
 def pytest_configure(config):
     # "pytest -m smoke": what scripts/test.sh runs on PostgreSQL 14, 16 and
     # 17 (every test runs on 15 and 18)
@@ -80,12 +83,10 @@ def pytest_configure(config):
         "markers", "smoke: the subset run on every supported major: start, schedule "
         "and fire, cron, retries, restore, upgrade from 0.1.0, two databases, "
         "failover, poolers, logical replication")
+    starved.pytest_configure(config)
 
-
-import starved
 
 # reruns of timing tests on a starved machine: hooks named here are registered
-pytest_configure = starved.pytest_configure
 pytest_runtest_protocol = starved.pytest_runtest_protocol
 pytest_terminal_summary = starved.pytest_terminal_summary
 
@@ -364,6 +365,15 @@ def databases(connect):
     for conn_name in made:
         with admin.cursor() as cur:
             cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % conn_name)
+
+
+def skip_unless_older_versions_install(conn):
+    """Skip a test that installs jobflow 0.1.0 or 0.2.0 to update it: their
+    scripts make security_invoker views, which PostgreSQL 14 does not have
+    (installs on 14 start at 0.3.0: src/install_pg14.sql)."""
+    if conn.server_version < 150000:
+        pytest.skip("jobflow 0.1.0 and 0.2.0 need PostgreSQL 15 or later (security_invoker "
+                    "views): on 14 installs start at 0.3.0, there is nothing to update from")
 
 
 def query(conn, sql, args=None):

@@ -27,6 +27,8 @@ import psycopg2
 import psycopg2.extras
 import pytest
 
+from conftest import skip_unless_older_versions_install
+
 KINDS = ("fresh", "from 0.2.0", "from 0.1.0")
 KIND_IDS = [k.replace(" ", "-") for k in KINDS]
 
@@ -102,6 +104,7 @@ class Target:
             version = kind.split()[-1]
             admin = connect("postgres")
             try:
+                skip_unless_older_versions_install(admin)
                 with admin.cursor() as cur:
                     cur.execute("CREATE DATABASE %s" % self.dbname)
             finally:

@@ -28,7 +28,7 @@ import uuid
 import psycopg2
 import pytest
 
-from conftest import notifications, query
+from conftest import notifications, query, skip_unless_older_versions_install
 
 
 def shared_rows(conn):
@@ -77,6 +77,7 @@ def test_what_the_update_stopped_stays_stopped(databases, connect, app_role):
     with retry() and resumes, or rewrites, the timer: the worker then sends
     both as jobflow_user."""
     name, conn = databases(extension=False)
+    skip_unless_older_versions_install(conn)
     with conn.cursor() as cur:
         cur.execute("CREATE EXTENSION jobflow VERSION '0.2.0'")
         # written as 0.2.0 wrote them (this library refuses them already)

@@ -1051,6 +1051,130 @@ def test_no_role_became_superuser(env):
                 (env.target.roles,)) == []
 
 
+class Notices:
+    """Every notice of a connection (psycopg2 keeps only the last 50 in
+    a list)."""
+
+    def __init__(self):
+        self.seen = []
+
+    def append(self, message):
+        self.seen.append(message)
+
+
+LEAKY = """
+CREATE FUNCTION %(schema)s.leak(VARIADIC args text[]) RETURNS boolean
+LANGUAGE plpgsql COST 0.0001 AS $$
+BEGIN
+    RAISE NOTICE 'leak: %%', args;
+    RETURN true;
+END
+$$;
+CREATE FUNCTION %(schema)s.leak_eq(text, text) RETURNS boolean
+LANGUAGE plpgsql COST 0.0001 AS $$
+BEGIN
+    RAISE NOTICE 'leak: %% %%', $1, $2;
+    RETURN true;
+END
+$$;
+CREATE OPERATOR %(schema)s.=== (LEFTARG = text, RIGHTARG = text,
+                                FUNCTION = %(schema)s.leak_eq, RESTRICT = eqsel);
+"""
+
+# columns of the views as text, for the leaky function
+CRON_TIMER_COLUMNS = "id::text, name, owner::text, schedule, timezone, url, method, active::text"
+CRON_COLUMNS = CRON_TIMER_COLUMNS + (", next_at::text, last_at::text, last_task_id::text,"
+                                     " last_state::text, last_status::text, last_error")
+FAILED_COLUMNS = ("id::text, queue, url, attempts::text, last_status::text, last_error,"
+                  " failed_at::text")
+
+
+def test_leaky_functions_see_only_the_callers_rows(env, receiver):
+    """A tenant's cheap leaky function (RAISE NOTICE of its arguments, COST
+    0.0001) or operator in a WHERE against jobflow.cron, jobflow.failed_tasks
+    and the tables behind them is only ever called with its own rows: the
+    planner must not run it on another tenant's rows before the filter that
+    hides them.  On 15 and later the views are security_invoker and the
+    tables' row-level security does that; on 14 they are security_barrier
+    views that filter as the policies do (src/install_pg14.sql)."""
+    t = env.target
+    run = uuid.uuid4().hex[:8]
+    victim = t.role("jf_victim", "jobflow_user")
+    spy = t.role("jf_spy", "jobflow_user")
+    schema = "spy_" + run
+    t.schema(schema, spy)
+    victim_conn, spy_conn = t.connect(victim), t.connect(spy)
+    for conn in (victim_conn, spy_conn):
+        with conn.cursor() as cur:
+            cur.execute("SET search_path = pg_catalog, pg_temp")
+    timer = "victim-timer-" + run
+
+    # each has a failed task and a timer; the victim's timer fires each
+    # second (to a 500), so its occurrences fill the view's last_* columns
+    def failed_task(conn, who):
+        return value(conn, "SELECT jobflow.schedule(%s, max_attempts => 1)",
+                     (receiver.url("/status/500?t=%s-%s" % (who, run)),))
+    ids = [failed_task(victim_conn, "victim"), failed_task(spy_conn, "spy")]
+    value(victim_conn, "SELECT jobflow.schedule_cron(%s, '*/1 * * * * *', %s, max_attempts => 1)",
+          (timer, receiver.url("/status/500?t=victim-cron-" + run)))
+    value(spy_conn, "SELECT jobflow.schedule_cron(%s, '0 0 1 1 *', %s)",
+          ("spy-timer-" + run, receiver.url("/ok?t=spy-cron-" + run)))
+    assert set(wait_final(t.su, ids, timeout=30).values()) == {"failed"}
+    deadline = time.time() + 30
+    while True:
+        fired = value(victim_conn, "SELECT last_task_id FROM jobflow.cron WHERE name = %s",
+                      (timer,))
+        if fired is not None:
+            break
+        if time.time() > deadline:
+            pytest.fail("the victim's timer fired no occurrence within 30 s")
+        time.sleep(0.2)
+    wait_final(t.su, fired, timeout=30)
+    value(victim_conn, "SELECT jobflow.set_cron_active(%s, false)", (timer,))
+
+    # the victim sees its rows (so there is something to leak)
+    mine = rows(victim_conn, "SELECT url, last_error FROM jobflow.cron WHERE name = %s",
+                (timer,))
+    assert len(mine) == 1 and mine[0]["last_error"], mine
+    assert len(rows(victim_conn, "SELECT 1 FROM jobflow.failed_tasks WHERE url LIKE %s",
+                    ("%victim-" + run,))) == 1
+
+    with spy_conn.cursor() as cur:
+        cur.execute(LEAKY % {"schema": schema})
+    leak = schema + ".leak"
+    queries = [
+        # text columns only: no cast adds to the function's cost
+        "SELECT * FROM jobflow.failed_tasks WHERE %s(url, queue)" % leak,
+        "SELECT * FROM jobflow.cron WHERE %s(name, url)" % leak,
+        "SELECT * FROM jobflow.failed_tasks WHERE %s(%s)" % (leak, FAILED_COLUMNS),
+        "SELECT * FROM jobflow.cron WHERE %s(%s)" % (leak, CRON_TIMER_COLUMNS),
+        "SELECT * FROM jobflow.cron WHERE %s(%s)" % (leak, CRON_COLUMNS),
+        "SELECT * FROM jobflow.failed_tasks WHERE url OPERATOR(%s.===) 'x'" % schema,
+        "SELECT * FROM jobflow.cron WHERE url OPERATOR(%s.===) 'x'" % schema,
+        "SELECT f.* FROM jobflow.failed_tasks f, jobflow.cron c"
+        " WHERE %s(f.url, c.url, c.last_error)" % leak,
+        "SELECT count(*) FROM jobflow.failed_tasks WHERE %s(%s)" % (leak, FAILED_COLUMNS),
+        "SELECT * FROM jobflow.tasks WHERE %s(url, state::text, last_error)" % leak,
+        "SELECT * FROM jobflow.task_log WHERE %s(task_id::text, owner::text, error)" % leak,
+        "SELECT * FROM jobflow.cron_timers WHERE %s(name, url, owner::text)" % leak,
+    ]
+    victim_marks = ("victim-" + run, "victim-cron-" + run, timer, victim)
+    spy_marks = ("spy-" + run, "spy-cron-" + run, "spy-timer-" + run, spy)
+    problems = []
+    for sql in queries:
+        spy_conn.notices = notices = Notices()
+        got = rows(spy_conn, sql)
+        leaked = [m.strip() for m in notices.seen if any(v in m for v in victim_marks)]
+        shown = [r for r in got if any(v in str(r) for v in victim_marks)]
+        if leaked or shown:
+            problems.append("%s: %d notice(s) and %d row(s) of the victim, e.g. %s"
+                            % (sql, len(leaked), len(shown), (leaked + shown)[:2]))
+        if not any(v in m for m in notices.seen for v in spy_marks):
+            problems.append("%s: the leaky function never saw the spy's own rows: %s"
+                            % (sql, notices.seen[:3]))
+    fail_on(problems)
+
+
 def catalog_grants(conn):
     """(object, privilege) of every function, table, view and sequence of
     schema jobflow that some role other than a superuser may use (column

@@ -24,7 +24,7 @@ import uuid
 import psycopg2
 import pytest
 
-from conftest import as_role, notifications, query, wait_final
+from conftest import as_role, notifications, query, skip_unless_older_versions_install, wait_final
 
 AUTH = json.dumps({"Authorization": {"secret": "api"}})
 
@@ -187,6 +187,7 @@ def test_update_stops_what_shared_roles_owned(databases, db, app_role):
     """A database of 0.2.0 where a tenant planted a task, a secret and a
     queue setting for jobflow_user: the update to 0.3.0 stops them."""
     name, conn = databases(extension=False)
+    skip_unless_older_versions_install(conn)
     with conn.cursor() as cur:
         cur.execute("CREATE EXTENSION jobflow VERSION '0.2.0'")
         # what 0.2.0 let a tenant do with SET ROLE jobflow_user (this
@@ -305,6 +306,7 @@ def test_update_binds_secrets_to_where_they_go(databases, new_role):
     of the unfinished tasks and timers of its role that use it."""
     tenant = new_role()
     name, conn = databases(extension=False)
+    skip_unless_older_versions_install(conn)
     with conn.cursor() as cur:
         cur.execute("CREATE EXTENSION jobflow VERSION '0.2.0'")
         cur.execute("SET ROLE %s" % tenant)
