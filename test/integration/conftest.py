@@ -96,6 +96,7 @@ RECEIVER = os.path.join(REPO, "test", "receiver.py")
 # test/ on the path, for the modules the suites share ("import pgnode")
 if os.path.join(REPO, "test") not in sys.path:
     sys.path.insert(0, os.path.join(REPO, "test"))
+
 FINAL_STATES = ("succeeded", "failed", "cancelled")
 
 
