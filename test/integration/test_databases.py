@@ -17,6 +17,7 @@ import psycopg2
 import pytest
 
 from conftest import query, schedule, wait_final
+from pgnode import wait_until
 
 
 def workers(conn):
@@ -24,17 +25,6 @@ def workers(conn):
     rows = query(conn, "SELECT datname, pid FROM pg_stat_activity"
                  " WHERE backend_type = 'jobflow worker'")
     return {r["datname"]: r["pid"] for r in rows}
-
-
-def wait_until(pred, timeout, what):
-    deadline = time.time() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.time() >= deadline:
-            pytest.fail("after %.0f s: %s" % (timeout, what))
-        time.sleep(0.1)
 
 
 def served_pid(conn):
@@ -52,7 +42,7 @@ def ids_at(receiver, tag):
 def test_three_databases_fire_at_once_each_its_own(databases, receiver):
     dbs = [databases() for _ in range(3)]
     start = query(databases.admin, "SELECT pg_postmaster_start_time() AS t")[0]["t"]
-    pids = [wait_until(lambda c=c: served_pid(c), 30, "no worker in %s" % n) for n, c in dbs]
+    pids = [wait_until(lambda c=c: served_pid(c), 30, "a worker in %s" % n) for n, c in dbs]
     assert len(set(pids)) == 3
     running = workers(databases.admin)
     for (name, _), pid in zip(dbs, pids):
@@ -99,7 +89,7 @@ def test_create_extension_fires_without_restart(databases, receiver):
 @pytest.mark.timing
 def test_drop_database_while_served(databases, receiver, connect):
     name, conn = databases()
-    pid = wait_until(lambda: served_pid(conn), 30, "no worker in " + name)
+    pid = wait_until(lambda: served_pid(conn), 30, "a worker in " + name)
     # a request in flight too: the worker stops within its grace
     slow_url, _ = receiver.unique_url("/delay/1000")
     schedule(conn, slow_url)
@@ -127,16 +117,16 @@ def test_drop_database_while_served(databases, receiver, connect):
 
 def test_create_database_from_a_served_template(databases, receiver, connect):
     name, conn = databases()
-    pid = wait_until(lambda: served_pid(conn), 30, "no worker in " + name)
+    pid = wait_until(lambda: served_pid(conn), 30, "a worker in " + name)
     conn.close()
     copy = databases.copy_of(name)
 
     # the template's worker comes back; the copy has jobflow and is served
     conn = connect(dbname=name)
-    new_pid = wait_until(lambda: served_pid(conn), 30, "no worker back in " + name)
+    new_pid = wait_until(lambda: served_pid(conn), 30, "a worker back in " + name)
     assert new_pid != pid
     copied = connect(dbname=copy)
-    wait_until(lambda: served_pid(copied), 30, "no worker in the copy " + copy)
+    wait_until(lambda: served_pid(copied), 30, "a worker in the copy " + copy)
     for c in (conn, copied):
         url, tag = receiver.unique_url("/ok")
         task = schedule(c, url)
@@ -146,10 +136,10 @@ def test_create_database_from_a_served_template(databases, receiver, connect):
 
 def test_drop_extension_makes_the_worker_go(databases, receiver):
     name, conn = databases()
-    pid = wait_until(lambda: served_pid(conn), 30, "no worker in " + name)
+    pid = wait_until(lambda: served_pid(conn), 30, "a worker in " + name)
     with conn.cursor() as cur:
         cur.execute("DROP EXTENSION jobflow")
-    wait_until(lambda: name not in workers(conn), 10, "the worker of %s stays" % name)
+    wait_until(lambda: name not in workers(conn), 10, "the worker of %s to go" % name)
     assert not query(conn, "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,))
 
     # and CREATE EXTENSION brings one back
@@ -184,7 +174,7 @@ def test_cap_warns_and_leaves_the_extra_database_unserved(connect, server, recei
     try:
         admin = connect(dbname="postgres")
         wait_until(lambda: len(workers(admin)) == len(served), 60,
-                   "not every database served again after the restart")
+                   "every database served again after the restart")
         conns = []
         for _ in range(2):
             name = "jf_cap_" + uuid.uuid4().hex[:8]
@@ -196,7 +186,7 @@ def test_cap_warns_and_leaves_the_extra_database_unserved(connect, server, recei
         with conns[0].cursor() as cur:
             cur.execute("CREATE EXTENSION jobflow")
             assert not [n for n in conns[0].notices if "serves at most" in n]
-        wait_until(lambda: served_pid(conns[0]), 30, "no worker in " + names[0])
+        wait_until(lambda: served_pid(conns[0]), 30, "a worker in " + names[0])
         with conns[1].cursor() as cur:
             cur.execute("CREATE EXTENSION jobflow")
         warned = [n for n in conns[1].notices if "serves at most" in n]
