@@ -24,6 +24,7 @@
 #include "utils/tuplestore.h"
 
 #include "base/compat.h"
+#include "api/metrics.h"
 #include "base/metrics.h"
 #include "http/http.h"
 #include "launcher/slots.h"
@@ -235,8 +236,8 @@ compare_host_load(const void *a, const void *b)
  * origin's figures added up over the workers that send to it, the ten
  * busiest of those.
  */
-static int
-merged_hosts(JfHostShared *out)
+int
+jf_busiest_origins(JfHostShared *out)
 {
 	JfSlot	   *slots[JF_MAX_WORKERS_PER_DB];
 	JfHostShared *all = palloc(sizeof(JfHostShared) * JF_METRICS_TOP * JF_MAX_WORKERS_PER_DB);
@@ -300,7 +301,7 @@ busiest_hosts(Emitter *em)
 		"Due tasks waiting for a place under the concurrency caps, for each of the busiest origins (at most 10, by requests in flight and queued; updated once a second).";
 	JfHostShared hosts[JF_METRICS_TOP];
 	StringInfoData label;
-	int			n = merged_hosts(hosts);
+	int			n = jf_busiest_origins(hosts);
 	int			i;
 
 	initStringInfo(&label);
