@@ -298,7 +298,7 @@ explain_workers(Out *out, const Task *t, JfSlot **slot)
 	else if (held == JF_HELD_SEQUENCE)
 		add_row(out, "sequence",
 				"the worker of this database is held: a sequence of jobflow is behind its table's ids (as after a restore that left the sequences out); setval() it past the largest id");
-	else if (strcmp(name, "update") == 0)
+	else if (held == JF_HELD_UPDATE)
 		add_row(out, "update",
 				"the worker of this database is held: it waits for ALTER EXTENSION jobflow UPDATE (the library installed is newer than this database's schema)");
 	else
