@@ -523,6 +523,9 @@ read_queue_figures(QueueFigures **out, int64 *all)
 	jf_as_owner_begin("tasks", &as_owner);
 	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
+	/* its costs are huge now: not worth compiling it (JIT took 300 ms) */
+	(void) set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 	if (SPI_execute_with_args(queue_figures_sql, 1, types, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the figures of jobflow's queues");
 	jf_as_owner_end(&as_owner);
