@@ -372,6 +372,40 @@ ALTER TABLE jobflow.outcome_key REPLICA IDENTITY FULL;
 /* ---- end of section: logical replication ---- */
 
 
+/* ---- section: monitoring ---- */
+
+/*
+ * jobflow.stats shows each figure's labels as a JSON object too
+ * (label_set), so that an exporter's queries can pick label values out
+ * without parsing the Prometheus text form, and the histograms' buckets
+ * as rows, as jobflow.metrics() has them.  The figures per queue (backlog,
+ * its age, dead letters) are read through the partial index of pending
+ * tasks and this one of failed tasks: a scrape costs in proportion to the
+ * backlog and the dead letters, never to the finished tasks kept.
+ */
+DROP VIEW jobflow.stats;
+DROP FUNCTION jobflow._stats();
+CREATE FUNCTION jobflow._stats(
+	OUT metric text, OUT labels text, OUT value double precision, OUT description text,
+	OUT label_set jsonb)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'jobflow_stats'
+LANGUAGE C VOLATILE STRICT;
+
+CREATE VIEW jobflow.stats AS
+SELECT s.metric, s.labels, s.value, s.description, s.label_set FROM jobflow._stats() s;
+
+REVOKE ALL ON FUNCTION jobflow._stats() FROM PUBLIC;
+REVOKE ALL ON jobflow.stats FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow._stats() TO jobflow_monitor, jobflow_admin;
+GRANT SELECT ON jobflow.stats TO jobflow_monitor, jobflow_admin;
+
+CREATE INDEX tasks_failed_queue ON jobflow.tasks (owner, queue)
+	WHERE state = 'failed';
+
+/* ---- end of section: monitoring ---- */
+
+
 /* ---- section: privileges exactly as jobflow grants them ---- */
 
 /*
@@ -460,6 +494,13 @@ COMMENT ON FUNCTION jobflow.set_secret(text, text, text[], regrole) IS
 	'store or replace a secret that header values refer to as {"secret": "name"}, with the origins it may be sent to';
 COMMENT ON FUNCTION jobflow._origin(text) IS
 	'internal: the origin of a URL as the worker keys it (scheme://host:port, lower case)';
+
+COMMENT ON VIEW jobflow.stats IS
+	'the figures of jobflow.metrics() as rows (histograms as buckets, count, sum and p50/p99 bucket bounds)';
+COMMENT ON COLUMN jobflow.stats.metric IS 'name of the figure, as in jobflow.metrics() without the jobflow_ prefix';
+COMMENT ON COLUMN jobflow.stats.labels IS 'Prometheus labels of the figure, if any';
+COMMENT ON COLUMN jobflow.stats.label_set IS 'the same labels as a JSON object ({} when none)';
+COMMENT ON FUNCTION jobflow._stats() IS 'internal: the figures of metrics() as rows, for the view jobflow.stats';
 
 /* ---- end of section: comments ---- */
 

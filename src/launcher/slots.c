@@ -388,7 +388,7 @@ slot_init(JfSlot *s)
 	SpinLockInit(&s->wake_mutex);
 	pg_atomic_init_u64(&s->wake_ranges, 0);
 	pg_atomic_init_u64(&s->wake_timers, 0);
-	for (c = &s->horizon_end_ms; c <= &s->pruned_log_rows; c++)
+	for (c = &s->horizon_end_ms; c <= &s->last_turn_ms; c++)
 		pg_atomic_init_u64(c, 0);
 	jf_metrics_shmem_init(&s->metrics);
 }
@@ -413,14 +413,14 @@ jf_slot_reset(JfSlot *s)
 	SpinLockRelease(&s->wake_mutex);
 	pg_atomic_write_u64(&s->wake_ranges, 0);
 	pg_atomic_write_u64(&s->wake_timers, 0);
-	for (c = &s->horizon_end_ms; c <= &s->pruned_log_rows; c++)
+	for (c = &s->horizon_end_ms; c <= &s->last_turn_ms; c++)
 		pg_atomic_write_u64(c, 0);
 	jf_metrics_reset(&s->metrics);
 }
 
 /* what worker_status() and the metrics call each JfHeldReason */
 const char *const jf_held_names[JF_HELD_REASONS] = {
-	NULL, "dispatch off", "subscription", "restore", "sequence"
+	NULL, "dispatch off", "subscription", "restore", "sequence", "update"
 };
 
 /*

@@ -121,6 +121,9 @@ typedef struct JfSlot
 	pg_atomic_uint64 held;		/* why it claims nothing: JfHeldReason */
 	pg_atomic_uint64 pruned_tasks;	/* retention (prune.c) */
 	pg_atomic_uint64 pruned_log_rows;
+	pg_atomic_uint64 prune_behind_ms;	/* unix ms since pruning has had a
+										 * backlog; 0 while it keeps up */
+	pg_atomic_uint64 last_turn_ms;	/* unix ms of its loop's last turn */
 	JfMetricsShared metrics;	/* histograms and counters (base/metrics.c) */
 
 	/*
@@ -156,6 +159,7 @@ typedef enum JfHeldReason
 	JF_HELD_SUBSCRIPTION,		/* auto, and the database subscribes */
 	JF_HELD_RESTORE,			/* a restore of jobflow's tables */
 	JF_HELD_SEQUENCE,			/* a sequence behind its table */
+	JF_HELD_UPDATE,				/* waits for ALTER EXTENSION UPDATE */
 	JF_HELD_REASONS
 } JfHeldReason;
 extern const char *const jf_held_names[JF_HELD_REASONS];

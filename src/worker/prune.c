@@ -70,6 +70,7 @@ struct JfPrune
 	int64		due_ms;			/* the next batch may run from then on */
 	int64		try_ms;			/* waiting for a gap: look again then */
 	bool		backlog;		/* the last batch was full */
+	int64		backlog_since_ms;	/* since when, without a batch that was not */
 	/* where the default part goes on from, with queue retentions set */
 	TimestampTz mark_at;
 	int64		mark_id;
@@ -305,6 +306,12 @@ jf_prune_turn(JfWorkerState *ws)
 	now_ms = jf_now_ms();
 	took_us = GetCurrentTimestamp() - start;
 	p->backlog = full || tasks >= jobflow_prune_batch_size;
+	/* how long it has been behind, for jobflow_prune_behind_seconds */
+	if (!p->backlog)
+		p->backlog_since_ms = 0;
+	else if (p->backlog_since_ms == 0)
+		p->backlog_since_ms = now_ms;
+	pg_atomic_write_u64(&jf_figures->prune_behind_ms, (uint64) p->backlog_since_ms);
 	p->due_ms = p->backlog ?
 		now_ms + Max((int64) 1, ((PRUNE_SHARE - 1) * took_us + 999) / 1000) :
 		now_ms + jobflow_reconcile_ms;

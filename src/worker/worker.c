@@ -164,6 +164,7 @@ publish_stats(JfWorkerState *ws)
 	/* the first worker's slot, where counters add up, may have been replaced */
 	jf_figures = first != NULL ? first : jf_my_slot;
 	jf_metrics_attach(&jf_figures->metrics);
+	pg_atomic_write_u64(&jf_my_slot->last_turn_ms, (uint64) jf_now_ms());
 	pg_atomic_write_u64(&jf_my_slot->wheel_tasks, jf_wheel_count(ws->wheel));
 	pg_atomic_write_u64(&jf_my_slot->wheel_bytes,
 						jf_wheel_memory(ws->wheel) + jf_feed_map_memory(ws) +
@@ -222,13 +223,21 @@ extension_ready(void)
 /*
  * Until ALTER EXTENSION UPDATE (see schema_version.c) runs there is
  * nothing to do.  Its script sends NOTIFY jobflow, which wakes us at once;
- * the timeout is only a fallback.
+ * the timeout is only a fallback.  Meanwhile the slot says why the worker
+ * claims nothing ("update"), and that it still turns, for monitoring; the
+ * reason it held for before comes back after.
  */
 static void
 wait_for_extension(JfWorkerState *ws, bool logged)
 {
+	uint64		held_before = pg_atomic_read_u64(&jf_my_slot->held);
+	bool		waited = false;
+
 	while (!extension_ready())
 	{
+		waited = true;
+		pg_atomic_write_u64(&jf_my_slot->held, (uint64) JF_HELD_UPDATE);
+		pg_atomic_write_u64(&jf_my_slot->last_turn_ms, (uint64) jf_now_ms());
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 EXTENSION_WAIT_MS, jf_wait_event(JF_WAIT_SCHEMA));
 		ResetLatch(MyLatch);
@@ -243,6 +252,8 @@ wait_for_extension(JfWorkerState *ws, bool logged)
 		if (notifyInterruptPending)
 			jf_feed_process_notifications(ws);
 	}
+	if (waited)
+		pg_atomic_write_u64(&jf_my_slot->held, held_before);
 }
 
 /*
@@ -526,6 +537,7 @@ dispatch_paused(JfWorkerState *ws, bool *whole)
 					 errdetail("jobflow.tasks_id_seq or jobflow.cron_timers_id_seq would hand out ids already in use, as in a restore that has not set them yet."),
 					 errhint("If no restore is in progress, set them, e.g. SELECT setval('jobflow.tasks_id_seq', max(id)) FROM jobflow.tasks.")));
 			break;
+		case JF_HELD_UPDATE:	/* wait_for_extension's, never this one's */
 		case JF_HELD_REASONS:
 			break;
 	}

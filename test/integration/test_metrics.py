@@ -246,13 +246,13 @@ def test_monitor_reads_figures_not_tasks(db, monitor):
 
 
 def host_gauges(fams):
-    """{(family, host label): value} of the busiest-origin gauges."""
+    """{(family, origin label): value} of the busiest-origin gauges."""
     out = {}
     for fam in ("jobflow_host_requests_in_flight", "jobflow_host_requests_queued"):
         assert fams[fam].type == "gauge"
         for s in fams[fam].samples:
-            assert set(s.labels) == {"host"}, s.labels
-            out[(fam, s.labels["host"])] = s.value
+            assert set(s.labels) == {"origin"}, s.labels
+            out[(fam, s.labels["origin"])] = s.value
     return out
 
 
@@ -283,8 +283,8 @@ def test_busiest_hosts_in_flight_and_queued(db, server, receiver, monitor):
         assert seen == want, seen
         assert tag not in text and "/hang" not in text
         # the busier origin first, in the text as in the view
-        assert text.index('jobflow_host_requests_in_flight{host="%s"}' % busy) < \
-            text.index('jobflow_host_requests_in_flight{host="%s"}' % other)
+        assert text.index('jobflow_host_requests_in_flight{origin="%s"}' % busy) < \
+            text.index('jobflow_host_requests_in_flight{origin="%s"}' % other)
         with db.cursor() as cur:
             cur.execute("SET ROLE %s" % monitor)
             try:
@@ -292,8 +292,8 @@ def test_busiest_hosts_in_flight_and_queued(db, server, receiver, monitor):
                     db, "SELECT metric, labels, value FROM jobflow.stats WHERE metric LIKE 'host\\_%'")}
             finally:
                 cur.execute("RESET ROLE")
-        assert rows.get(("host_requests_in_flight", 'host="%s"' % busy)) in (3, 2, 1, 0), rows
-        assert rows.get(("host_requests_queued", 'host="%s"' % busy)) in (5, 4, 3, 2), rows
+        assert rows.get(("host_requests_in_flight", 'origin="%s"' % busy)) in (3, 2, 1, 0), rows
+        assert rows.get(("host_requests_queued", 'origin="%s"' % busy)) in (5, 4, 3, 2), rows
     finally:
         server.set_guc(db, "jobflow.max_requests_per_host", None)
     wait_final(db, ids, timeout=20)

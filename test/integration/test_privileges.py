@@ -566,8 +566,10 @@ PIN_EXEMPT = {
     "jobflow._queues_notify": ("never switches user", "a trigger that wakes the worker"),
     "jobflow._wake_horizon": ("never switches user", "reads shared memory"),
     "jobflow.worker_status": ("never switches user", "reads shared memory"),
-    "jobflow.metrics": ("never switches user", "reads shared memory"),
-    "jobflow._stats": ("never switches user", "reads shared memory"),
+    "jobflow.metrics": ("pins in C", "reads shared memory, and the queues' figures as the"
+                        " owner of jobflow.tasks through jf_as_owner_begin, which pins"
+                        " search_path itself"),
+    "jobflow._stats": ("pins in C", "likewise"),
     "jobflow.wakeups": ("never switches user", "reads shared memory"),
     "jobflow.cron_next": ("never switches user", "computes from its arguments"),
     "jobflow._webhook_signature": ("never switches user", "computes from its arguments"),
