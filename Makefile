@@ -55,6 +55,7 @@ OBJS = \
 	src/api/commit_wake.o \
 	src/api/cron.o \
 	src/api/drops.o \
+	src/api/explain.o \
 	src/api/metrics.o \
 	src/api/outcome_channel.o \
 	src/api/queues.o \

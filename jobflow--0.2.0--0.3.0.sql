@@ -406,6 +406,36 @@ CREATE INDEX tasks_failed_queue ON jobflow.tasks (owner, queue)
 /* ---- end of section: monitoring ---- */
 
 
+/* ---- section: explain ---- */
+
+/*
+ * Issue 24, item 5: why is it late?  jobflow.explain(id) and
+ * jobflow.explain_cron(name) say, one row per reason, the one that holds
+ * it first, why a task (or the caller's timer) is where it is (explain.c).
+ * They run as the caller: row-level security decides what it may see, and
+ * a task it may not see is explained as one that does not exist.  The
+ * index lets them count the running tasks of an owner and queue without
+ * reading the table: there are few of them at any table size.
+ */
+CREATE FUNCTION jobflow.explain(id bigint)
+RETURNS TABLE (reason text, explanation text)
+AS 'MODULE_PATHNAME', 'jobflow_explain'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+CREATE FUNCTION jobflow.explain_cron(name text)
+RETURNS TABLE (reason text, explanation text)
+AS 'MODULE_PATHNAME', 'jobflow_explain_cron'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION jobflow.explain(bigint), jobflow.explain_cron(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow.explain(bigint), jobflow.explain_cron(text)
+	TO jobflow_user, jobflow_admin;
+
+CREATE INDEX tasks_running ON jobflow.tasks (owner, queue) WHERE state = 'running';
+
+/* ---- end of section: explain ---- */
+
+
 /* ---- section: privileges exactly as jobflow grants them ---- */
 
 /*
@@ -501,6 +531,11 @@ COMMENT ON COLUMN jobflow.stats.metric IS 'name of the figure, as in jobflow.met
 COMMENT ON COLUMN jobflow.stats.labels IS 'Prometheus labels of the figure, if any';
 COMMENT ON COLUMN jobflow.stats.label_set IS 'the same labels as a JSON object ({} when none)';
 COMMENT ON FUNCTION jobflow._stats() IS 'internal: the figures of metrics() as rows, for the view jobflow.stats';
+
+COMMENT ON FUNCTION jobflow.explain(bigint) IS
+	'why a task is where it is: one row per reason (a code and a sentence with the figures), the one that holds it first';
+COMMENT ON FUNCTION jobflow.explain_cron(text) IS
+	'why the caller''s cron timer of that name fires when it does: paused, held, its next occurrence, its last one''s outcome';
 
 /* ---- end of section: comments ---- */
 

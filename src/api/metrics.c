@@ -161,7 +161,7 @@ sample(Emitter *em, const char *name, const Label *labels, int nlabels,
 		if (value == (double) (int64) value)
 			appendStringInfo(em->text, " %lld\n", (long long) value);
 		else
-			appendStringInfo(em->text, " %.9g\n", value);
+			appendStringInfo(em->text, " %.15g\n", value);
 	}
 	else
 	{

@@ -468,6 +468,29 @@ jf_workers_up(void)
 }
 
 /*
+ * Why a database may have no worker, for jobflow.explain(): how many
+ * databases have slots (jobflow.max_databases at most), and whether the
+ * launcher runs.  Advisory, like every reader's look at the slots.
+ */
+int
+jf_databases_served(bool *launcher_up)
+{
+	int			n = 0;
+	int			i;
+
+	*launcher_up = false;
+	if (jf_ls == NULL)
+		return 0;
+	SpinLockAcquire(&jf_ls->mutex);
+	*launcher_up = jf_ls->launcher_pid != 0;
+	for (i = 0; i < jf_slots_count(); i++)
+		if (OidIsValid(jf_ls->slots[i].dboid) && jf_ls->slots[i].part == 0)
+			n++;
+	SpinLockRelease(&jf_ls->mutex);
+	return n;
+}
+
+/*
  * The slot of this database for readers: a zeroed one, local to this
  * process, when no worker serves it (the figures of "no worker").
  */

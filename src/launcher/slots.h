@@ -188,6 +188,7 @@ extern void jf_db_wake(Oid dboid, bool recheck);
 extern JfSlot *jf_reader_slot(void);
 extern uint64 jf_gauge_sum(size_t offset);
 extern int	jf_workers_up(void);
+extern int	jf_databases_served(bool *launcher_up);
 
 /* the launcher: a slot's figures from zero, before it serves a database */
 extern void jf_slot_reset(JfSlot *s);

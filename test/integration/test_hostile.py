@@ -522,6 +522,12 @@ TENANT_CALLS = [
          "SELECT jobflow.set_cron_active(%(timer)s, false)", must="succeed"),
     Call("set_cron_active true", F("set_cron_active"),
          "SELECT jobflow.set_cron_active(%(timer)s, true)"),
+    # ---- explain (issue 24, item 5) ----
+    Call("explain its own task", F("explain"), "SELECT * FROM jobflow.explain(%(task2)s)",
+         must="succeed"),
+    Call("explain_cron its own timer", F("explain_cron"),
+         "SELECT * FROM jobflow.explain_cron(%(timer)s)", must="succeed"),
+    # ---- end of explain ----
     Call("cron: select", R("cron", "SELECT"), "SELECT * FROM jobflow.cron"),
     Call("cron_timers: select", R("cron_timers", "SELECT"), "SELECT * FROM jobflow.cron_timers"),
     Call("INSERT INTO cron_timers with a header secret", R("cron_timers", "INSERT"),
@@ -692,6 +698,10 @@ ADMIN_CALLS = [
     Call("_replace_task of the tenant's task", F("_replace_task"),
          "SELECT jobflow._replace_task(%(ttask)s, %(url)s, now() + interval '3 hours', NULL, NULL,"
          " %(tsecret_headers)s::jsonb, 'POST', 1000, 3, 'default', NULL)"),
+    # ---- explain (issue 24, item 5) ----
+    Call("explain the tenant's task", F("explain"), "SELECT * FROM jobflow.explain(%(ttask)s)",
+         must="succeed"),
+    # ---- end of explain ----
     Call("cancel the tenant's task", F("cancel"), "SELECT jobflow.cancel(%(ttask)s)",
          must="succeed"),
     Call("retry the tenant's task", F("retry"), "SELECT jobflow.retry(%(ttask)s)", must="succeed"),
@@ -1173,6 +1183,77 @@ def test_leaky_functions_see_only_the_callers_rows(env, receiver):
             problems.append("%s: the leaky function never saw the spy's own rows: %s"
                             % (sql, notices.seen[:3]))
     fail_on(problems)
+
+
+# ---- explain (issue 24, item 5) ----
+
+def test_explain_tells_nothing_of_another_tenant(env, receiver, second_receiver):
+    """jobflow.explain() and explain_cron() as a tenant on another's task
+    id and timer name: exactly the error of an id and a name that do not
+    exist (no existence oracle).  And a tenant's answer on its own task,
+    due while the other's requests hang at another origin (so both are
+    among the busiest origins the workers publish), names its own origin
+    only: nothing of the other's origin, URL, queue, task or role."""
+    t = env.target
+    run = uuid.uuid4().hex[:8]
+    victim = t.role("jf_victim", "jobflow_user")
+    asker = t.role("jf_asker", "jobflow_user")
+    victim_conn, asker_conn = t.connect(victim), t.connect(asker)
+    for conn in (victim_conn, asker_conn):
+        with conn.cursor() as cur:
+            cur.execute("SET search_path = app, pg_catalog")
+    vqueue = "vq-" + run
+    hanging = [value(victim_conn, "SELECT jobflow.schedule(%s, queue => %s, timeout_ms => 3000,"
+                                  " max_attempts => 1)",
+                     (second_receiver.url("/hang?t=victim-" + run), vqueue)) for _ in range(3)]
+    timer = "victim-timer-" + run
+    value(victim_conn, "SELECT jobflow.schedule_cron(%s, '0 3 * * *', %s)",
+          (timer, second_receiver.url("/ok?t=victim-cron-" + run)))
+
+    def error(sql, arg):
+        try:
+            rows(asker_conn, sql, (arg,))
+        except psycopg2.Error as e:
+            return e.pgcode, e.diag.message_primary, e.diag.message_hint
+        pytest.fail("%s with %r was not refused" % (sql, arg))
+
+    theirs = error("SELECT * FROM jobflow.explain(%s)", hanging[0])
+    missing = value(t.su, "SELECT max(id) + 1000000 FROM jobflow.tasks")
+    none = error("SELECT * FROM jobflow.explain(%s)", missing)
+    assert theirs[0] == "42704", theirs
+    assert (none[0], none[1].replace(str(missing), "N"), none[2]) == \
+        (theirs[0], theirs[1].replace(str(hanging[0]), "N"), theirs[2])
+    theirs = error("SELECT * FROM jobflow.explain_cron(%s)", timer)
+    none = error("SELECT * FROM jobflow.explain_cron(%s)", timer + "-none")
+    assert theirs[0] == "42704", theirs
+    assert (none[0], none[1].replace(timer + "-none", "N"), none[2]) == \
+        (theirs[0], theirs[1].replace(timer, "N"), theirs[2])
+
+    # the asker's own tasks at the shared receiver's origin: one hangs,
+    # the next waits behind its queue's cap
+    aqueue = "aq-" + run
+    value(asker_conn, "SELECT jobflow.set_queue(%s, max_concurrent => 1)", (aqueue,))
+    own = [value(asker_conn, "SELECT jobflow.schedule(%s, queue => %s, timeout_ms => 3000,"
+                             " max_attempts => 1)",
+                 (receiver.url("/hang?t=asker-" + run), aqueue)) for _ in range(2)]
+    deadline = time.time() + 10
+    while value(t.su, "SELECT count(*) FROM jobflow.tasks WHERE id = ANY(%s)"
+                      " AND state = 'running'", (hanging + own,)) < 2:
+        assert time.time() < deadline, "the requests never ran"
+        time.sleep(0.05)
+    time.sleep(1.2)         # the busiest origins are published once a second
+    answer = rows(asker_conn, "SELECT * FROM jobflow.explain(%s)", (own[1],))
+    assert answer[0]["reason"] == "queue_cap", answer
+    text = " ".join(x["explanation"] for x in answer)
+    marks = [origin_of(second_receiver.url("/")), "victim-", vqueue, victim, timer] + \
+        [str(i) for i in hanging]
+    assert not [m for m in marks if m in text], (marks, text)
+    wait_final(t.su, hanging + own, timeout=30)
+    value(victim_conn, "SELECT jobflow.unschedule_cron(%s)", (timer,))
+    victim_conn.close()
+    asker_conn.close()
+
+# ---- end of explain ----
 
 
 def catalog_grants(conn):

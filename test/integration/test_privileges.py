@@ -448,6 +448,8 @@ OTHER_TENANT = [
     ("jobflow._delete_cron_timer", "SELECT jobflow._delete_cron_timer(%(a_timer)s)", "true"),
     ("jobflow.set_cron_active", "SELECT jobflow.set_cron_active(%(a_timer_name)s, true)", "true"),
     ("jobflow.unschedule_cron", "SELECT jobflow.unschedule_cron(%(a_timer_name)s)", "true"),
+    ("jobflow.explain", "SELECT count(*) FROM jobflow.explain(%(a_pending)s)", "rows"),
+    ("jobflow.explain_cron", "SELECT count(*) FROM jobflow.explain_cron(%(a_timer_name)s)", "rows"),
     ("jobflow.schedule_cron", "SELECT jobflow.schedule_cron(%(a_timer_name)s, '0 4 * * *', %(url)s,"
                               " active => false)", "none"),
     ("jobflow.schedule", "SELECT jobflow.schedule(%(url)s, key => %(a_key)s, on_duplicate => 'replace',"
