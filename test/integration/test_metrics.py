@@ -7,7 +7,8 @@
 #     jobflow.stats shows the same figures; jobflow_monitor (and so
 #     pg_monitor) reads them and no task contents; the real
 #     prometheus-postgres-exporter, given prometheus/jobflow_queries.yaml,
-#     serves jobflow's figures from the test cluster in its /metrics.
+#     serves each figure of the test cluster as its own idiomatic series
+#     (counters, gauges, histograms, labelled by database).
 #     Outcomes of names that do not resolve count as dns and TLS failures
 #     as tls (the test never asks a DNS server: the worker resolves through
 #     jobflow.test_doh_url, a loopback port that answers nothing).  The
@@ -17,14 +18,11 @@
 # -------------------------------------------------------------------------
 
 import http.server
-import os
-import shutil
 import socket
 import ssl
 import subprocess
 import threading
 import time
-import urllib.request
 import uuid
 
 import psycopg2
@@ -32,9 +30,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import query, schedule, wait_final
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXPORTER = "/usr/bin/prometheus-postgres-exporter"
+from promstack import Exporter
 
 
 def one(conn, sql, args=None):
@@ -304,56 +300,97 @@ def test_busiest_hosts_in_flight_and_queued(db, server, receiver, monitor):
     assert seen == {}, seen
 
 
-def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+def exported(body):
+    """{(sample name, frozenset of labels): (value, family type)} of the
+    exporter's jobflow series, parsed by Prometheus' own parser."""
+    out = {}
+    for fam in text_string_to_metric_families(body):
+        for s in fam.samples:
+            if s.name.startswith("jobflow_"):
+                out[(s.name, frozenset(s.labels.items()))] = (s.value, fam.type)
+    return out
 
 
-def test_exporter_serves_jobflow_metrics(db, receiver, monitor, tmp_path):
+def test_exporter_serves_idiomatic_series(db, receiver, monitor, tmp_path):
     """The Debian package's prometheus-postgres-exporter, run against the
     test cluster as a pg_monitor member with prometheus/jobflow_queries.yaml,
-    shows jobflow's figures, with the values jobflow.stats has."""
-    assert os.access(EXPORTER, os.X_OK), "prometheus-postgres-exporter is not installed"
-    url, _ = receiver.unique_url("/ok")
-    wait_final(db, schedule(db, url))
+    serves one series per figure of jobflow.stats, named and labelled as
+    jobflow.metrics() names them plus database: counters as counters,
+    gauges as gauges (per queue, per origin, per worker, by reason), the
+    four histograms as histograms with cumulative buckets whose +Inf is
+    their _count; no packed jobflow_counter_value/jobflow_gauge_value."""
+    ok, _ = receiver.unique_url("/ok")
+    broken, _ = receiver.unique_url("/status/503")
+    queue = "q_%s" % uuid.uuid4().hex[:8]
+    wait_final(db, [schedule(db, ok), schedule(db, broken, max_attempts=1)])
+    one(db, "SELECT jobflow.pause_queue(%s)", (queue,))
+    late = schedule(db, ok, queue=queue, run_at_sql="now() - interval '1 minute'")
     with db.cursor() as cur:
         cur.execute("ALTER ROLE %s LOGIN" % monitor)
-    port = free_port()
-    dsn = "host=%s port=%s user=%s dbname=%s sslmode=disable" % (
-        os.environ.get("PGHOST"), os.environ.get("PGPORT"), monitor,
-        os.environ.get("PGDATABASE", "jobflow"))
-    queries = os.path.join(REPO, "prometheus", "jobflow_queries.yaml")
-    env = dict(os.environ, DATA_SOURCE_NAME=dsn)
-    log = open(str(tmp_path / "exporter.log"), "w")
-    proc = subprocess.Popen([EXPORTER, "--web.listen-address=127.0.0.1:%d" % port,
-                             "--extend.query-path=" + queries, "--disable-settings-metrics"],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    dbname = one(db, "SELECT current_database()")
     try:
-        body = None
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
-                                              timeout=5).read().decode()
-                if "jobflow_counter_value" in body:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.3)
-        fired = one(db, "SELECT value FROM jobflow.stats WHERE metric = 'fired_total'")
+        with Exporter(monitor, tmp_path) as exporter:
+            # the queue's backlog is in the figures once the exporter has it
+            body = exporter.scrape(until='queue="%s"' % queue)
+            rows = query(db, "SELECT metric, label_set, value FROM jobflow.stats")
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
-    exporter_log = open(str(tmp_path / "exporter.log")).read()
-    assert body is not None and "jobflow_counter_value" in body, exporter_log[-2000:]
-    fams = {f.name: f for f in text_string_to_metric_families(body)}
-    samples = {s.labels["metric"]: s.value for s in fams["jobflow_counter_value"].samples}
-    assert samples["fired_total"] == fired
-    assert samples["fired_total"] > 0
-    gauges = {s.labels["metric"]: s.value for s in fams["jobflow_gauge_value"].samples}
-    assert gauges["worker_up"] == 1
-    assert "lateness_seconds_p99" in gauges
+        one(db, "SELECT jobflow.cancel(%s)", (late,))
+        one(db, "SELECT jobflow.drop_queue(%s)", (queue,))
+    series = exported(body)
+    assert not any(name.startswith(("jobflow_counter", "jobflow_gauge")) for name, _ in series)
+
+    def labels(name):
+        return [dict(k) for n, k in series if n == name]
+
+    def get(name, **want):
+        hits = [v for (n, k), v in series.items() if n == name and
+                all(dict(k).get(a) == b for a, b in want.items())]
+        assert len(hits) == 1, (name, want, hits)
+        return hits[0]
+
+    # every series carries the database; the exporter adds its server
+    assert all(dict(k)["database"] == dbname and "server" in dict(k) for _, k in series)
+    assert '# TYPE jobflow_lateness_seconds histogram' in body
+    assert '# TYPE jobflow_fired_total counter' in body
+    assert get("jobflow_fired_total")[1] == "counter"
+    assert get("jobflow_fired_total")[0] >= 2
+    assert get("jobflow_outcomes_total", **{"class": "5xx"}) >= (1, "counter")
+    assert get("jobflow_worker_up") == (1, "gauge")
+    assert get("jobflow_worker_held", reason="update") == (0, "gauge")
+    assert get("jobflow_worker_last_turn_timestamp_seconds", worker="0")[0] > time.time() - 60
+    assert get("jobflow_queue_paused", queue=queue) == (1, "gauge")
+    assert get("jobflow_queue_overdue", queue=queue) == (1, "gauge")
+    assert get("jobflow_queue_oldest_overdue_seconds", queue=queue)[0] >= 59
+    assert get("jobflow_queue_pending", queue=queue)[0] == 1
+    assert {"database", "server", "owner", "queue"} == set(labels("jobflow_queue_dead_letters")[0])
+    for h in ("jobflow_lateness_seconds", "jobflow_claim_duration_seconds",
+              "jobflow_flush_duration_seconds", "jobflow_loop_turn_seconds"):
+        assert "# TYPE %s histogram" % h in body, h
+        buckets = sorted((float(dict(k)["le"]), v) for (n, k), (v, _) in series.items()
+                         if n == h + "_bucket")
+        assert [le for le, _ in buckets] == [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                             0.5, 1, 2.5, 5, 10, 30, 60, 300, float("inf")], h
+        counts = [v for _, v in buckets]
+        assert counts == sorted(counts), (h, counts)
+        assert counts[-1] == get(h + "_count")[0] and get(h + "_sum")[0] >= 0, h
+    assert get("jobflow_lateness_seconds_count")[0] >= 2
+
+    # one series per row of jobflow.stats (its p50/p99 rows are the
+    # histogram's, for psql), with the same labels
+    want = set()
+    for r in rows:
+        if r["metric"].endswith(("_p50", "_p99")):
+            continue
+        lab = dict(r["label_set"], database=dbname)
+        if "le" in lab:
+            lab["le"] = float(lab["le"])
+        want.add(("jobflow_" + r["metric"], frozenset(lab.items())))
+    got = set()
+    for name, k in series:
+        lab = {a: b for a, b in k if a != "server"}
+        if "le" in lab:
+            lab["le"] = float(lab["le"])
+        got.add((name, frozenset(lab.items())))
+    assert got == want, (sorted(got - want), sorted(want - got))
+    stats = {r["metric"]: r["value"] for r in rows if not r["label_set"]}
+    assert get("jobflow_fired_total")[0] == stats["fired_total"]
