@@ -241,7 +241,7 @@ ha_suite() {
 }
 
 # shellcheck disable=SC2046
-timed "packages (apt-get)" ensure_packages prometheus-postgres-exporter python3-prometheus-client \
+timed "packages (apt-get)" ensure_packages prometheus prometheus-postgres-exporter python3-prometheus-client python3-yaml \
 	nginx-light openssl pgbouncer patroni etcd-server $(pgsrc_packages)
 PORT=${JOBFLOW_TEST_PORT:-54329}
 if [ -n "$EXPLICIT_PG_CONFIG" ]; then
