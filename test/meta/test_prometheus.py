@@ -124,3 +124,45 @@ def test_dashboard_names_exported_series_through_variables():
         assert used and used <= names, (panel["title"], used - names)
         assert 'database=~"$database"' in t["expr"], (panel["title"], t["expr"])
         assert panel["datasource"]["uid"] == "${DS_PROMETHEUS}", panel["title"]
+
+
+def test_wire_script_on_debian_defaults(tmp_path):
+    """scripts/wire-prometheus.sh on copies of the files Debian's packages
+    install: the exporter gets one connection per database and jobflow's
+    queries, Prometheus the alert rules and a job scraping the exporter,
+    promtool accepts the result, and a second run changes nothing."""
+    promtool()
+    defaults = "/etc/default/prometheus-postgres-exporter"
+    config = "/etc/prometheus/prometheus.yml"
+    for f in (defaults, config):
+        if not os.path.exists(f):
+            if os.environ.get("CI") == "true":
+                pytest.fail("%s is missing: test.sh installs prometheus and the exporter" % f)
+            pytest.skip("%s is missing (packages prometheus, prometheus-postgres-exporter)" % f)
+    (tmp_path / "default").mkdir()
+    (tmp_path / "prometheus").mkdir()
+    shutil.copy(defaults, tmp_path / "default")
+    shutil.copy(config, tmp_path / "prometheus")
+    env = dict(os.environ, JOBFLOW_ETC=str(tmp_path), JOBFLOW_NO_RESTART="1")
+    script = os.path.join(REPO, "scripts", "wire-prometheus.sh")
+
+    def run():
+        done = subprocess.run([script, "app", "billing"], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return {p: open(tmp_path / p).read() for p in
+                ("default/prometheus-postgres-exporter", "prometheus/prometheus.yml",
+                 "prometheus/jobflow_queries.yaml", "prometheus/jobflow_alerts.yml")}
+
+    first = run()
+    env_file = first["default/prometheus-postgres-exporter"]
+    assert "DATA_SOURCE_NAME='user=prometheus host=/run/postgresql dbname=app," \
+           "user=prometheus host=/run/postgresql dbname=billing'" in env_file, env_file
+    assert '--extend.query-path=%s/prometheus/jobflow_queries.yaml"' % tmp_path in env_file
+    conf = yaml.safe_load(first["prometheus/prometheus.yml"])
+    assert "jobflow_alerts.yml" in conf["rule_files"]
+    jobs = {j["job_name"]: j for j in conf["scrape_configs"]}
+    assert jobs["postgres"]["static_configs"][0]["targets"] == ["localhost:9187"]
+    assert first["prometheus/jobflow_alerts.yml"] == open(os.path.join(PROM, "alerts.yml")).read()
+    assert run() == first
+    bad = subprocess.run([script, "app; rm -rf /"], env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "use letters" in bad.stderr
