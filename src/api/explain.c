@@ -391,12 +391,13 @@ read_load(const Task *t, const char *origin, TimestampTz now, double rate_window
 		if (SPI_execute_with_args("SELECT pg_catalog.count(*) FROM jobflow.tasks t"
 								  " WHERE t.owner OPERATOR(pg_catalog.=) $1"
 								  "   AND t.queue OPERATOR(pg_catalog.=) $5"
-								  "   AND t.state OPERATOR(pg_catalog.=) ANY ('{running,succeeded,failed}')"
+								  "   AND t.state OPERATOR(pg_catalog.=) ANY ('{succeeded,failed}')"
 								  "   AND t.updated_at OPERATOR(pg_catalog.>=) $2",
 								  5, types, values, NULL, true, 1) != SPI_OK_SELECT ||
 			SPI_processed != 1)
 			elog(ERROR, "could not count the recent tasks");
-		l->recent_queue = DatumGetInt64(get_datum(0, 1, &isnull));
+		/* finished ones through tasks_finished_queue, running ones above */
+		l->recent_queue = DatumGetInt64(get_datum(0, 1, &isnull)) + l->running_queue;
 	}
 }
 
