@@ -219,6 +219,24 @@ owner_arg(const Task *t)
 	return psprintf(", owner => %s", lit(quote_identifier(t->owner_name)));
 }
 
+/* Why a held worker claims nothing, by JfHeldReason: reason code, sentence. */
+static const struct
+{
+	const char *code;
+	const char *explanation;
+}			held_explained[JF_HELD_REASONS] = {
+	[JF_HELD_SWITCH] = {"dispatch_off",
+		"jobflow.dispatch is off on this server: no worker claims anything until a superuser sets it to auto or on (ALTER SYSTEM SET jobflow.dispatch = auto; SELECT pg_reload_conf())"},
+	[JF_HELD_SUBSCRIPTION] = {"subscription",
+		"the worker of this database is held: the database receives jobflow's tables by logical replication and jobflow.dispatch is auto, so the publisher's worker fires them (set jobflow.dispatch = on to fire them here)"},
+	[JF_HELD_RESTORE] = {"restore",
+		"the worker of this database is held: a restore of jobflow's tables is in progress (it ends with the restoring session, or at its DISCARD ALL)"},
+	[JF_HELD_SEQUENCE] = {"sequence",
+		"the worker of this database is held: a sequence of jobflow is behind its table's ids (as after a restore that left the sequences out); setval() it past the largest id"},
+	[JF_HELD_UPDATE] = {"update",
+		"the worker of this database is held: it waits for ALTER EXTENSION jobflow UPDATE (the library installed is newer than this database's schema)"},
+};
+
 /*
  * The worker(s) of this database, for a pending task: none at all, or the
  * one that owns this task not running (which of a database's workers owns
@@ -286,21 +304,8 @@ explain_workers(Out *out, const Task *t, JfSlot **slot)
 	if (held == JF_HELD_NO || held >= JF_HELD_REASONS || jf_held_names[held] == NULL)
 		return false;
 	name = jf_held_names[held];
-	if (held == JF_HELD_SWITCH)
-		add_row(out, "dispatch_off",
-				"jobflow.dispatch is off on this server: no worker claims anything until a superuser sets it to auto or on (ALTER SYSTEM SET jobflow.dispatch = auto; SELECT pg_reload_conf())");
-	else if (held == JF_HELD_SUBSCRIPTION)
-		add_row(out, "subscription",
-				"the worker of this database is held: the database receives jobflow's tables by logical replication and jobflow.dispatch is auto, so the publisher's worker fires them (set jobflow.dispatch = on to fire them here)");
-	else if (held == JF_HELD_RESTORE)
-		add_row(out, "restore",
-				"the worker of this database is held: a restore of jobflow's tables is in progress (it ends with the restoring session, or at its DISCARD ALL)");
-	else if (held == JF_HELD_SEQUENCE)
-		add_row(out, "sequence",
-				"the worker of this database is held: a sequence of jobflow is behind its table's ids (as after a restore that left the sequences out); setval() it past the largest id");
-	else if (held == JF_HELD_UPDATE)
-		add_row(out, "update",
-				"the worker of this database is held: it waits for ALTER EXTENSION jobflow UPDATE (the library installed is newer than this database's schema)");
+	if (held_explained[held].code != NULL)
+		add_row(out, held_explained[held].code, "%s", held_explained[held].explanation);
 	else
 	{
 		/* a reason added later: its name, as worker_status() shows it */

@@ -22,7 +22,7 @@ import uuid
 import psycopg2
 import pytest
 
-from conftest import call, schedule, task_row, wait_final
+from conftest import as_role as as_tenant, call, schedule, task_row, wait_final
 
 
 def explain(conn, role, task_id):
@@ -42,16 +42,6 @@ def explain_cron(conn, role, name):
         try:
             cur.execute("SELECT reason, explanation FROM jobflow.explain_cron(%s)", (name,))
             return cur.fetchall()
-        finally:
-            cur.execute("RESET ROLE")
-
-
-def as_tenant(conn, role, sql, args=None):
-    with conn.cursor() as cur:
-        cur.execute("SET ROLE %s" % role)
-        try:
-            cur.execute(sql, args)
-            return cur.fetchone()[0] if cur.description else None
         finally:
             cur.execute("RESET ROLE")
 

@@ -18,7 +18,7 @@ import uuid
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import query, schedule, skip_unless_older_versions_install, wait_final
+from conftest import as_role, query, skip_unless_older_versions_install, wait_final
 
 
 def one(conn, sql, args=None):
@@ -73,16 +73,6 @@ def watcher(fresh):
         cur.execute("DROP ROLE %s" % name)
 
 
-def as_role(conn, role, sql, args=None):
-    with conn.cursor() as cur:
-        cur.execute("SET ROLE %s" % role)
-        try:
-            cur.execute(sql, args)
-            return cur.fetchall()
-        finally:
-            cur.execute("RESET ROLE")
-
-
 def test_queue_figures(fresh, tenant, watcher, receiver):
     """A paused queue with three tasks ten minutes overdue, a queue with
     two tasks due in an hour, one with a dead letter: the monitor sees
@@ -99,7 +89,7 @@ def test_queue_figures(fresh, tenant, watcher, receiver):
         as_role(fresh, tenant, "SELECT jobflow.schedule(%s, run_at => now() + interval '1 hour',"
                                " queue => 'later')", (ok,))
     dead = as_role(fresh, tenant, "SELECT jobflow.schedule(%s, max_attempts => 1, queue => 'dlq')",
-                   (bad,))[0][0]
+                   (bad,))
     wait_final(fresh, [dead])
 
     with fresh.cursor() as cur:
