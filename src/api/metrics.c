@@ -473,7 +473,10 @@ typedef struct QueueFigures
  * or failed tasks, worst first (the oldest overdue task, then the most
  * overdue, pending, failed), at most JF_QUEUE_SERIES of them: queue names
  * are the tenants' to choose, and a tenant with a million of them must not
- * make a million series.  Read as the owner of jobflow.tasks (the reader
+ * make a million series.  Each owner's worst queue comes before any
+ * owner's second (then its third...): a tenant that makes 100 queues
+ * "worst" (paused, with tasks due long ago) must not push every other
+ * tenant's queues out of the figures and their alerts.  Read as the owner of jobflow.tasks (the reader
  * is jobflow_monitor, who reads no task), through the partial indexes of
  * pending and of failed tasks only: the cost follows the backlog and the
  * dead letters, never the finished tasks kept, so sequential scans are
@@ -503,7 +506,10 @@ static const char *const queue_figures_sql =
 	"        SELECT q.owner, q.name, 0, 0, NULL, 0, q.paused"
 	"          FROM jobflow.queues q) x"
 	" GROUP BY x.owner, x.queue"
-	" ORDER BY 5 NULLS LAST, 4 DESC, 3 DESC, 6 DESC, 1, 2"
+	" ORDER BY pg_catalog.row_number() OVER (PARTITION BY x.owner"
+	"          ORDER BY pg_catalog.min(x.oldest) NULLS LAST, pg_catalog.max(x.overdue) DESC,"
+	"                   pg_catalog.max(x.pending) DESC, pg_catalog.max(x.failed) DESC, x.queue),"
+	"          5 NULLS LAST, 4 DESC, 3 DESC, 6 DESC, 1, 2"
 	" LIMIT " CppAsString2(JF_QUEUE_SERIES);
 
 /*
@@ -596,7 +602,7 @@ queue_figures(Emitter *em)
 	static const char *const help_oldest = "Seconds since the due time of the queue's oldest overdue task (0 when none is overdue).";
 	static const char *const help_dead = "Failed tasks of the queue kept in jobflow.tasks (dead letters; see jobflow.failed_tasks).";
 	static const char *const help_paused = "1 while the queue is paused.";
-	static const char *const help_queues = "Queues with figures (a row in jobflow.queues, pending or failed tasks); the worst 100 are shown by queue.";
+	static const char *const help_queues = "Queues with figures (a row in jobflow.queues, pending or failed tasks); 100 are shown by queue, each owner's worst first.";
 	QueueFigures *q;
 	int64		all;
 	int			n = read_queue_figures(&q, &all);

@@ -155,9 +155,10 @@ def test_wire_script_on_debian_defaults(tmp_path):
 
     first = run()
     env_file = first["default/prometheus-postgres-exporter"]
-    assert "DATA_SOURCE_NAME='user=prometheus host=/run/postgresql dbname=app," \
-           "user=prometheus host=/run/postgresql dbname=billing'" in env_file, env_file
-    assert '--extend.query-path=%s/prometheus/jobflow_queries.yaml"' % tmp_path in env_file
+    assert "DATA_SOURCE_NAME='user=prometheus host=/run/postgresql dbname=app'" in env_file, \
+        env_file
+    assert '--extend.query-path=%s/prometheus/jobflow_queries.yaml --auto-discover-databases' \
+           ' --include-databases=app,billing"' % tmp_path in env_file, env_file
     conf = yaml.safe_load(first["prometheus/prometheus.yml"])
     assert "jobflow_alerts.yml" in conf["rule_files"]
     jobs = {j["job_name"]: j for j in conf["scrape_configs"]}
