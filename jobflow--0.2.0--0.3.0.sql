@@ -381,24 +381,23 @@ ALTER TABLE jobflow.outcome_key REPLICA IDENTITY FULL;
  * as rows, as jobflow.metrics() has them.  The figures per queue (backlog,
  * its age, dead letters) are read through the partial index of pending
  * tasks and this one of failed tasks: a scrape costs in proportion to the
- * backlog and the dead letters, never to the finished tasks kept.
+ * backlog and the dead letters, never to the finished tasks kept.  The
+ * view gets its new column at the end from a new function (the one
+ * behind it cannot change its columns): it keeps the grants a site gave
+ * on it and the views a site made over it.
  */
-DROP VIEW jobflow.stats;
-DROP FUNCTION jobflow._stats();
-CREATE FUNCTION jobflow._stats(
+CREATE FUNCTION jobflow._figures(
 	OUT metric text, OUT labels text, OUT value double precision, OUT description text,
 	OUT label_set jsonb)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'jobflow_stats'
 LANGUAGE C VOLATILE STRICT;
+REVOKE ALL ON FUNCTION jobflow._figures() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow._figures() TO jobflow_monitor, jobflow_admin;
 
-CREATE VIEW jobflow.stats AS
-SELECT s.metric, s.labels, s.value, s.description, s.label_set FROM jobflow._stats() s;
-
-REVOKE ALL ON FUNCTION jobflow._stats() FROM PUBLIC;
-REVOKE ALL ON jobflow.stats FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION jobflow._stats() TO jobflow_monitor, jobflow_admin;
-GRANT SELECT ON jobflow.stats TO jobflow_monitor, jobflow_admin;
+CREATE OR REPLACE VIEW jobflow.stats AS
+SELECT s.metric, s.labels, s.value, s.description, s.label_set FROM jobflow._figures() s;
+DROP FUNCTION jobflow._stats();
 
 CREATE INDEX tasks_failed_queue ON jobflow.tasks (owner, queue)
 	WHERE state = 'failed';
@@ -530,7 +529,7 @@ COMMENT ON VIEW jobflow.stats IS
 COMMENT ON COLUMN jobflow.stats.metric IS 'name of the figure, as in jobflow.metrics() without the jobflow_ prefix';
 COMMENT ON COLUMN jobflow.stats.labels IS 'Prometheus labels of the figure, if any';
 COMMENT ON COLUMN jobflow.stats.label_set IS 'the same labels as a JSON object ({} when none)';
-COMMENT ON FUNCTION jobflow._stats() IS 'internal: the figures of metrics() as rows, for the view jobflow.stats';
+COMMENT ON FUNCTION jobflow._figures() IS 'internal: the figures of metrics() as rows, for the view jobflow.stats';
 
 COMMENT ON FUNCTION jobflow.explain(bigint) IS
 	'why a task is where it is: one row per reason (a code and a sentence with the figures), the one that holds it first';

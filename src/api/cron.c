@@ -26,6 +26,7 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
+#include "api/cron.h"
 #include "api/quota.h"
 #include "api/task_check.h"
 #include "api/triggers.h"
@@ -74,8 +75,8 @@ text_column(HeapTuple tuple, TupleDesc desc, int attnum, const char *what)
 	return TextDatumGetCString(d);
 }
 
-static void
-check_name(const char *name)
+void
+jf_check_cron_name(const char *name)
 {
 	const char *p;
 	size_t		len = strlen(name);
@@ -130,7 +131,7 @@ jobflow_cron_check(PG_FUNCTION_ARGS)
 	repl_null = palloc0(desc->natts * sizeof(bool));
 	replace = palloc0(desc->natts * sizeof(bool));
 
-	check_name(text_column(tuple, desc, attnum_of(desc, "name"), "cron timer name"));
+	jf_check_cron_name(text_column(tuple, desc, attnum_of(desc, "name"), "cron timer name"));
 
 	schedule = text_column(tuple, desc, attnum_of(desc, "schedule"), "cron schedule");
 	jf_cron_parse_sql(schedule, &s);

@@ -35,6 +35,7 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
+#include "api/cron.h"
 #include "api/metrics.h"
 #include "base/compat.h"
 #include "base/settings.h"
@@ -43,6 +44,7 @@
 
 /* the caller's due tasks looked at to count those ahead of one */
 #define AHEAD_MAX 100000
+#define AHEAD_BATCH 1000
 
 typedef struct Out
 {
@@ -340,8 +342,10 @@ read_load(const Task *t, const char *origin, TimestampTz now, double rate_window
 {
 	Oid			types[5] = {REGROLEOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, TEXTOID};
 	Datum		values[5];
-	uint64		i;
 	bool		isnull;
+	SPIPlanPtr	plan;
+	Portal		cursor;
+	int64		seen = 0;
 
 	memset(l, 0, sizeof(Load));
 	values[0] = ObjectIdGetDatum(t->owner);
@@ -350,30 +354,56 @@ read_load(const Task *t, const char *origin, TimestampTz now, double rate_window
 	values[3] = Int64GetDatum(t->id);
 	values[4] = CStringGetTextDatum(t->queue);
 
-	/* the owner's due tasks ahead of this one, by due time (then id) */
-	if (SPI_execute_with_args("SELECT t.queue OPERATOR(pg_catalog.=) $5, t.url"
-							  "  FROM jobflow.tasks t"
-							  " WHERE t.state OPERATOR(pg_catalog.=) 'pending'"
-							  "   AND t.run_at OPERATOR(pg_catalog.<=) $2"
-							  "   AND t.owner OPERATOR(pg_catalog.=) $1"
-							  "   AND (t.run_at OPERATOR(pg_catalog.<) $3"
-							  "        OR (t.run_at OPERATOR(pg_catalog.=) $3"
-							  "            AND t.id OPERATOR(pg_catalog.<) $4))",
-							  5, types, values, NULL, true, AHEAD_MAX + 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not count the due tasks");
-	l->ahead_capped = SPI_processed > AHEAD_MAX;
-	for (i = 0; i < SPI_processed && i < AHEAD_MAX; i++)
+	/*
+	 * The owner's due tasks ahead of this one, by due time (then id), at
+	 * most AHEAD_MAX of them, read through a cursor a batch at a time: a
+	 * URL has up to 8 kB, and 100,000 of them at once would be 800 MB.
+	 */
+	plan = SPI_prepare("SELECT t.queue OPERATOR(pg_catalog.=) $5, t.url"
+					   "  FROM jobflow.tasks t"
+					   " WHERE t.state OPERATOR(pg_catalog.=) 'pending'"
+					   "   AND t.run_at OPERATOR(pg_catalog.<=) $2"
+					   "   AND t.owner OPERATOR(pg_catalog.=) $1"
+					   "   AND (t.run_at OPERATOR(pg_catalog.<) $3"
+					   "        OR (t.run_at OPERATOR(pg_catalog.=) $3"
+					   "            AND t.id OPERATOR(pg_catalog.<) $4))"
+					   " LIMIT " CppAsString2(AHEAD_MAX) " + 1",
+					   5, types);
+	if (plan == NULL)
+		elog(ERROR, "could not count the due tasks: %s", SPI_result_code_string(SPI_result));
+	cursor = SPI_cursor_open(NULL, plan, values, NULL, true);
+	for (;;)
 	{
-		char		key[JF_FAIR_ORIGIN_MAX];
-		char	   *url;
+		uint64		i;
 
-		if (DatumGetBool(get_datum(i, 1, &isnull)))
-			l->ahead_queue++;
-		url = get_text(i, 2);
-		if (origin != NULL && url != NULL &&
-			jf_fair_origin(url, key, sizeof(key)) && strcmp(key, origin) == 0)
-			l->ahead_origin++;
+		SPI_cursor_fetch(cursor, true, AHEAD_BATCH);
+		if (SPI_processed == 0)
+			break;
+		for (i = 0; i < SPI_processed; i++)
+		{
+			char		key[JF_FAIR_ORIGIN_MAX];
+			char	   *url;
+
+			if (++seen > AHEAD_MAX)
+			{
+				l->ahead_capped = true;
+				break;
+			}
+			if (DatumGetBool(get_datum(i, 1, &isnull)))
+				l->ahead_queue++;
+			url = get_text(i, 2);
+			if (origin != NULL && url != NULL &&
+				jf_fair_origin(url, key, sizeof(key)) && strcmp(key, origin) == 0)
+				l->ahead_origin++;
+			if (url != NULL)
+				pfree(url);
+		}
+		SPI_freetuptable(SPI_tuptable);
+		if (l->ahead_capped)
+			break;
 	}
+	SPI_cursor_close(cursor);
+	SPI_freeplan(plan);
 
 	/*
 	 * Its running tasks, and those of its queue that went within the rate's
@@ -700,6 +730,8 @@ jobflow_explain_cron(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0))
 		PG_RETURN_VOID();
 	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	/* a name no timer can have is refused as such, never quoted back */
+	jf_check_cron_name(name);
 	out.store = rsinfo->setResult;
 	out.desc = rsinfo->setDesc;
 	out.prefix = "";

@@ -2,7 +2,7 @@
  *
  * metrics.c
  *	  What a DBA scrapes: the worker's figures (base/metrics.c) shown as
- *	  Prometheus text by jobflow.metrics() and as rows by jobflow._stats()
+ *	  Prometheus text by jobflow.metrics() and as rows by jobflow._figures()
  *	  (the jobflow.stats view).
  *
  * Times are shown in seconds, as Prometheus wants.  A reader may see one
@@ -729,7 +729,8 @@ jobflow_metrics(PG_FUNCTION_ARGS)
 }
 
 /*
- * jobflow._stats() RETURNS TABLE (metric, labels, value, description):
+ * jobflow._figures() RETURNS TABLE (metric, labels, value, description,
+ * label_set) (jobflow._stats() in 0.2.0, without label_set):
  * the same figures as rows, behind the jobflow.stats view.
  */
 PG_FUNCTION_INFO_V1(jobflow_stats);

@@ -140,9 +140,12 @@ lookup_columns(Relation rel, JfTaskColumns *cols)
 }
 
 /*
- * Queue names are labels an operator reads in psql and in logs: printable
- * characters only, no leading or trailing space.  Control characters
- * (C0, DEL and, in UTF-8, C1) could rewrite a terminal or forge log lines.
+ * Queue names are labels an operator reads in psql, in logs and in
+ * Prometheus: printable characters only, no leading or trailing space.
+ * Control characters (C0, DEL and, in UTF-8, C1) could rewrite a terminal
+ * or forge log lines; in a SQL_ASCII database a byte over 0x7f is no
+ * character at all, and one such name made the exporter fail every
+ * tenant's queue figures of the database.
  */
 static void
 check_queue(const char *queue)
@@ -161,6 +164,12 @@ check_queue(const char *queue)
 							(int) (p - (const unsigned char *) queue) + 1),
 					 errdetail("A queue name has 1 to %d bytes of printable characters.",
 							   QUEUE_MAX_LENGTH)));
+		if (*p >= 0x80 && GetDatabaseEncoding() == PG_SQL_ASCII)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("queue name contains a non-ASCII byte at byte %d",
+							(int) (p - (const unsigned char *) queue) + 1),
+					 errdetail("In a SQL_ASCII database a queue name has printable ASCII characters only.")));
 	}
 	if (queue[0] == ' ' || queue[len - 1] == ' ')
 		ereport(ERROR,

@@ -22,6 +22,10 @@
 #         quotes, as YAML allows) is not recognised, a second one is
 #         appended, promtool refuses, and the script exits leaving the
 #         broken file for Prometheus' next start.
+#     And its proposals, done after it: explain_cron() quoted a name back
+#     raw, newlines included, into the error (a forged log line); a queue
+#     name with a byte over 0x7f in a SQL_ASCII database made the
+#     exporter's query of the queues fail for every tenant there.
 #     What the review tried that held is tested here too where cheap:
 #     explain() and explain_cron() answer another tenant's task or timer
 #     exactly as a missing one; jobflow_user reads no figure; metrics()
@@ -149,13 +153,13 @@ def test_explain_tells_another_tenants_task_and_timer_from_nothing(new_role, con
 
 
 def test_figures_are_for_monitors_and_leave_the_session_alone(db, new_role, connect):
-    """jobflow_user calls neither metrics() nor _stats() and reads no
+    """jobflow_user calls neither metrics() nor _figures() and reads no
     jobflow.stats; a monitor's metrics() (which reads the queues as the
     table's owner with seqscan and jit off) leaves search_path,
     enable_seqscan and jit as they were in its session."""
     tenant = connect(user=new_role())
     for sql in ("SELECT jobflow.metrics()", "SELECT count(*) FROM jobflow.stats",
-                "SELECT count(*) FROM jobflow._stats()"):
+                "SELECT count(*) FROM jobflow._figures()"):
         with pytest.raises(psycopg2.errors.InsufficientPrivilege):
             call(tenant, sql)
     settings = "SELECT current_setting('search_path'), current_setting('enable_seqscan')," \
@@ -301,3 +305,37 @@ def test_wire_script_never_leaves_a_broken_prometheus_yml(tmp_path):
             done.returncode, checked.stdout + checked.stderr)
     assert open(config).read().count("job_name") == \
         open(DEBIAN_FILES[1]).read().count("job_name") + 1
+
+
+def test_explain_cron_never_quotes_a_forged_line_back(new_role, connect):
+    """A timer name no timer can have (a newline, a 10 MB name) is
+    refused as such (22023), not quoted back in a "does not exist"."""
+    conn = connect(user=new_role())
+    for name in ("x\nLOG:  forged line", "x" * (10 * 1024 * 1024)):
+        with pytest.raises(psycopg2.errors.InvalidParameterValue) as e:
+            call(conn, "SELECT * FROM jobflow.explain_cron(%s)", (name,))
+        assert "forged" not in str(e.value) and len(str(e.value)) < 300, str(e.value)[:300]
+
+
+def test_sql_ascii_queue_names_are_ascii(connect):
+    """In a SQL_ASCII database a queue name with a byte over 0x7f is
+    refused: the exporter (UTF-8) could not read it, and failed the
+    queues' figures of every tenant of the database."""
+    admin = connect(dbname="postgres")
+    name = "jf_ascii_%s" % uuid.uuid4().hex[:8]
+    with admin.cursor() as cur:
+        cur.execute("CREATE DATABASE %s ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C'"
+                    " TEMPLATE template0" % name)
+    try:
+        conn = connect(dbname=name)
+        with conn.cursor() as cur:
+            cur.execute("CREATE EXTENSION jobflow")
+            with pytest.raises(psycopg2.errors.InvalidParameterValue) as e:
+                cur.execute("SELECT jobflow.schedule('http://127.0.0.1:9/x', queue => E'q\\xff')")
+            assert "non-ASCII byte at byte 2" in str(e.value)
+            cur.execute("SELECT jobflow.schedule('http://127.0.0.1:9/x', queue => 'plain',"
+                        " run_at => now() + interval '1 day')")
+        conn.close()
+    finally:
+        with admin.cursor() as cur:
+            cur.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)" % name)

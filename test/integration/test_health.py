@@ -283,11 +283,17 @@ def test_worker_waiting_for_an_update_is_shown(databases):
     """A database still at 0.2.0 under this library: its worker waits for
     ALTER EXTENSION UPDATE, and says so in jobflow_worker_held{reason=
     "update"} (0.2.0's metrics() is the library's); after the update it
-    is 0 and the worker serves."""
+    is 0 and the worker serves.  The update keeps a site's grant on
+    jobflow.stats and its view over it."""
     name, conn = databases(extension=False)
     skip_unless_older_versions_install(conn)
+    reader = "jf_reader_%s" % uuid.uuid4().hex[:8]
     with conn.cursor() as cur:
         cur.execute("CREATE EXTENSION jobflow VERSION '0.2.0'")
+        # a site's own grant on the view, and its own view over it
+        cur.execute("CREATE ROLE %s IN ROLE jobflow_monitor" % reader)
+        cur.execute("CREATE VIEW public.my_figures AS SELECT metric, value FROM jobflow.stats")
+        cur.execute("GRANT SELECT ON jobflow.stats TO %s" % reader)
 
     def update_held():
         return series(conn, "jobflow_worker_held").get((("reason", "update"),))
@@ -305,3 +311,14 @@ def test_worker_waiting_for_an_update_is_shown(databases):
         time.sleep(0.2)
     assert update_held() == 0
     assert one(conn, "SELECT held FROM jobflow.worker_status()") is None
+    # the update kept them, and the view has its new column
+    try:
+        assert one(conn, "SELECT count(*) FROM public.my_figures WHERE metric = 'fired_total'") == 1
+        assert one(conn, "SELECT has_table_privilege(%s, 'jobflow.stats', 'SELECT')", (reader,))
+        assert one(conn, "SELECT label_set FROM jobflow.stats WHERE metric = 'outcomes_total'"
+                         " AND labels = 'class=\"5xx\"'") == {"class": "5xx"}
+    finally:
+        with conn.cursor() as cur:
+            cur.execute("DROP VIEW public.my_figures")
+            cur.execute("REVOKE ALL ON jobflow.stats FROM %s" % reader)
+            cur.execute("DROP ROLE %s" % reader)

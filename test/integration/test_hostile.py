@@ -633,9 +633,9 @@ TENANT_CALLS = [
 # a member of jobflow_monitor (and of pg_monitor)
 MONITOR_CALLS = [
     Call("metrics", F("metrics"), "SELECT jobflow.metrics()", must="succeed"),
-    Call("stats", R("stats", "SELECT") | F("_stats"), "SELECT * FROM jobflow.stats",
+    Call("stats", R("stats", "SELECT") | F("_figures"), "SELECT * FROM jobflow.stats",
          must="succeed"),
-    Call("_stats", F("_stats"), "SELECT * FROM jobflow._stats()", must="succeed"),
+    Call("_figures", F("_figures"), "SELECT * FROM jobflow._figures()", must="succeed"),
     Call("worker_status", F("worker_status"), "SELECT * FROM jobflow.worker_status()",
          must="succeed"),
     Call("tasks: select", set(), "SELECT * FROM jobflow.tasks", must="refuse"),
@@ -734,7 +734,7 @@ ADMIN_CALLS = [
     Call("listen_outcomes for_role tenant", F("listen_outcomes"),
          "SELECT jobflow.listen_outcomes(for_role => %(tenant)s::regrole)", must="succeed"),
     Call("metrics", F("metrics"), "SELECT jobflow.metrics()", must="succeed"),
-    Call("stats", R("stats", "SELECT") | F("_stats"), "SELECT * FROM jobflow.stats"),
+    Call("stats", R("stats", "SELECT") | F("_figures"), "SELECT * FROM jobflow.stats"),
     Call("worker_status", F("worker_status"), "SELECT * FROM jobflow.worker_status()"),
     Call("the tenant's rows", R("tasks", "SELECT") | R("task_log", "SELECT")
          | R("cron_timers", "SELECT") | R("cron", "SELECT") | R("failed_tasks", "SELECT")

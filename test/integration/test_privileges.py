@@ -479,7 +479,7 @@ OTHER_TENANT = [
     ("jobflow.prune", "SELECT jobflow.prune(interval '0')", "refused"),
     ("jobflow.wakeups", "SELECT * FROM jobflow.wakeups()", "refused"),
     ("jobflow.metrics", "SELECT jobflow.metrics()", "refused"),
-    ("jobflow._stats", "SELECT * FROM jobflow._stats()", "refused"),
+    ("jobflow._figures", "SELECT * FROM jobflow._figures()", "refused"),
     ("jobflow.stats", "SELECT * FROM jobflow.stats", "refused"),
     ("jobflow._materialize_cron", "SELECT * FROM jobflow._materialize_cron(now())", "refused"),
     ("jobflow._webhook_signature", "SELECT jobflow._webhook_signature('whsec_AAAA', 'id', 1, '')",
@@ -571,7 +571,7 @@ PIN_EXEMPT = {
     "jobflow.metrics": ("pins in C", "reads shared memory, and the queues' figures as the"
                         " owner of jobflow.tasks through jf_as_owner_begin, which pins"
                         " search_path itself"),
-    "jobflow._stats": ("pins in C", "likewise"),
+    "jobflow._figures": ("pins in C", "likewise"),
     "jobflow.wakeups": ("never switches user", "reads shared memory"),
     "jobflow.cron_next": ("never switches user", "computes from its arguments"),
     "jobflow._webhook_signature": ("never switches user", "computes from its arguments"),
