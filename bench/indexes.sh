@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# bench/indexes.sh: what the partial indexes of running and failed tasks
+# (tasks_running, tasks_failed_queue, issue 24) cost the dispatcher.
+#
+# Starts a private nginx on 127.0.0.1 (bench/nginx.sh) and a throwaway
+# cluster with production-like settings (fsync on, shared_buffers 256MB),
+# autovacuum off (each run starts after a VACUUM ANALYZE and a CHECKPOINT
+# instead, so that neither lands inside a run), then bench/indexes.py runs
+# W1 (100 tasks/s for 20 s), W2 (20,000 due at once, default caps) and W2
+# with 10% of the callbacks answered 404 (max_attempts 1: dead letters) in
+# rounds that alternate the schema as installed ("with"), the two indexes
+# dropped ("without") and tasks_running with a predicate no statement of
+# the worker's implies ("masked": its upkeep without its effect on plans),
+# and prints each run, the medians side by side and each / without.
+# Figures only; nginx and the cluster are always stopped on exit.
+#
+#   bench/indexes.sh    INDEXES_BENCH_PORT=54421 (default)  INDEXES_ROUNDS=4
+#                       INDEXES_VARIANTS=with,without,masked
+#                       SKIP_BUILD=1 (use the jobflow installed)
+#                       JOBFLOW_KEEP_CLUSTER=1 (keep the cluster's and nginx's files)
+source "$(dirname "$0")/../scripts/lib.sh"
+source "$(dirname "$0")/nginx.sh"
+
+PORT=${INDEXES_BENCH_PORT:-54421}
+nginx_install
+[ -n "${SKIP_BUILD:-}" ] || build_and_install
+set_pgbin
+
+cleanup() {
+	stop_nginx
+	cluster_remove
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+start_nginx
+cluster_start idxbench "$PORT" \
+	"fsync = on" \
+	"synchronous_commit = on" \
+	"shared_buffers = 256MB" \
+	"max_wal_size = 4GB" \
+	"checkpoint_timeout = 15min" \
+	"autovacuum = off" \
+	"log_timezone = 'UTC'" \
+	"max_worker_processes = 32" \
+	"jobflow.allow_networks = '127.0.0.0/8, ::1/128'" \
+	"jobflow.database_name = 'jobflow'" \
+	"jobflow.tls_ca_file = '$NGINX_CA_FILE'"
+
+export CLUSTER_LOG="$CLUSTER_DIR/postgres.log"
+"$PYTHON" "$REPO/bench/indexes.py"
