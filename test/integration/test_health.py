@@ -304,6 +304,19 @@ def test_worker_waiting_for_an_update_is_shown(databases):
     assert update_held() == 1
     # 0.2.0's stats view (four columns) still reads
     assert one(conn, "SELECT count(*) FROM jobflow.stats WHERE metric = 'worker_held'") > 0
+    # and explain() (0.3.0's, made here by hand from the library) says so
+    with conn.cursor() as cur:
+        cur.execute("CREATE FUNCTION jobflow.explain(id bigint)"
+                    " RETURNS TABLE (reason text, explanation text)"
+                    " AS '$libdir/jobflow', 'jobflow_explain' LANGUAGE C")
+        try:
+            cur.execute("SELECT jobflow.schedule('http://127.0.0.1:9/x')")
+            task = cur.fetchone()[0]
+            cur.execute("SELECT reason, explanation FROM jobflow.explain(%s)", (task,))
+            reasons = dict(cur.fetchall())
+        finally:
+            cur.execute("DROP FUNCTION jobflow.explain(bigint)")
+    assert "ALTER EXTENSION jobflow UPDATE" in reasons.get("update", ""), reasons
     with conn.cursor() as cur:
         cur.execute("ALTER EXTENSION jobflow UPDATE")
     deadline = time.time() + 15
