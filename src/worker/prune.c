@@ -71,6 +71,7 @@ struct JfPrune
 	int64		try_ms;			/* waiting for a gap: look again then */
 	bool		backlog;		/* the last batch was full */
 	int64		backlog_since_ms;	/* since when, without a batch that was not */
+	int64		published_ms;	/* what the slot says of it; -1: not yet said */
 	/* where the default part goes on from, with queue retentions set */
 	TimestampTz mark_at;
 	int64		mark_id;
@@ -83,6 +84,7 @@ jf_prune_create(MemoryContext cxt)
 	JfPrune    *p = MemoryContextAllocZero(cxt, sizeof(JfPrune));
 
 	TIMESTAMP_NOBEGIN(p->mark_at);
+	p->published_ms = -1;
 	return p;
 }
 
@@ -113,8 +115,24 @@ prune_enabled(JfWorkerState *ws)
 }
 
 /*
+ * Since when pruning has been behind, for jobflow_prune_behind_seconds,
+ * in the slot where the database's figures add up: by the first worker
+ * only (it prunes for all), and only when it changed.
+ */
+static void
+publish_behind(JfPrune *p)
+{
+	if (jf_worker_part != 0 || p->published_ms == p->backlog_since_ms)
+		return;
+	pg_atomic_write_u64(&jf_figures->prune_behind_ms, (uint64) p->backlog_since_ms);
+	p->published_ms = p->backlog_since_ms;
+}
+
+/*
  * When the loop should come back for pruning: now while a backlog
- * remains, else at the next look.  Infinity when retention is off.
+ * remains, else at the next look.  Infinity when retention is off: then
+ * nothing is behind either, whatever a backlog was when it was turned off
+ * (or what a worker before this one left in the slot).
  */
 int64
 jf_prune_deadline(JfWorkerState *ws)
@@ -122,7 +140,12 @@ jf_prune_deadline(JfWorkerState *ws)
 	JfPrune    *p = ws->prune;
 
 	if (!prune_enabled(ws))
+	{
+		p->backlog = false;
+		p->backlog_since_ms = 0;
+		publish_behind(p);
 		return INT64_MAX;
+	}
 	return Max(p->due_ms, p->try_ms);
 }
 
@@ -311,7 +334,7 @@ jf_prune_turn(JfWorkerState *ws)
 		p->backlog_since_ms = 0;
 	else if (p->backlog_since_ms == 0)
 		p->backlog_since_ms = now_ms;
-	pg_atomic_write_u64(&jf_figures->prune_behind_ms, (uint64) p->backlog_since_ms);
+	publish_behind(p);
 	p->due_ms = p->backlog ?
 		now_ms + Max((int64) 1, ((PRUNE_SHARE - 1) * took_us + 999) / 1000) :
 		now_ms + jobflow_reconcile_ms;
