@@ -25,25 +25,23 @@ import pytest
 from conftest import as_role as as_tenant, call, schedule, task_row, wait_final
 
 
-def explain(conn, role, task_id):
-    """[(reason, explanation)] of jobflow.explain(task_id) as role."""
+def answers(conn, role, function, arg):
+    """[(reason, explanation)] of jobflow.<function>(arg) as role."""
     with conn.cursor() as cur:
         cur.execute("SET ROLE %s" % role)
         try:
-            cur.execute("SELECT reason, explanation FROM jobflow.explain(%s)", (task_id,))
+            cur.execute("SELECT reason, explanation FROM jobflow.%s(%%s)" % function, (arg,))
             return cur.fetchall()
         finally:
             cur.execute("RESET ROLE")
+
+
+def explain(conn, role, task_id):
+    return answers(conn, role, "explain", task_id)
 
 
 def explain_cron(conn, role, name):
-    with conn.cursor() as cur:
-        cur.execute("SET ROLE %s" % role)
-        try:
-            cur.execute("SELECT reason, explanation FROM jobflow.explain_cron(%s)", (name,))
-            return cur.fetchall()
-        finally:
-            cur.execute("RESET ROLE")
+    return answers(conn, role, "explain_cron", name)
 
 
 def tenant_task(conn, role, url, **kw):
