@@ -68,6 +68,9 @@ log "jobflow.task_log: every attempt"
 sql -c "SELECT task_id, attempt, outcome, http_status,
                round(extract(epoch FROM started_at - scheduled_at) * 1000) AS late_ms, error
           FROM jobflow.task_log ORDER BY task_id, attempt"
+log "jobflow.explain(): why each task is where it is"
+sql -c "SELECT t.id, e.reason, e.explanation
+          FROM jobflow.tasks t, jobflow.explain(t.id) e ORDER BY t.id"
 log "jobflow.worker_status()"
 sql -x -c "SELECT pid, wheel_tasks, in_flight, fired, succeeded, failed, retried, flushes, statements
              FROM jobflow.worker_status()"
