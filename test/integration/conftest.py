@@ -332,6 +332,18 @@ def app_role(new_role):
 
 
 @pytest.fixture
+def monitor(db):
+    """A LOGIN role that is a member of pg_monitor and nothing else, as an
+    exporter logs in (roles are the cluster's: any database's tests use it)."""
+    name = "jf_mon_%s" % uuid.uuid4().hex[:8]
+    with db.cursor() as cur:
+        cur.execute("CREATE ROLE %s LOGIN IN ROLE pg_monitor" % name)
+    yield name
+    with db.cursor() as cur:
+        cur.execute("DROP ROLE %s" % name)
+
+
+@pytest.fixture
 def databases(connect):
     """Factory: new_db(extension=True) -> (name, autocommit connection) of a
     fresh database (with jobflow unless told otherwise), and

@@ -23,7 +23,6 @@ import os
 import time
 import uuid
 
-import pytest
 
 from conftest import call, schedule, wait_final
 from promstack import ALERTS, Exporter, Prometheus
@@ -43,17 +42,6 @@ def substitute(expr):
     """The expression as Grafana sends it: every database, and a rate
     window of a few scrape intervals."""
     return expr.replace("$database", ".*").replace("$__rate_interval", "15s")
-
-
-@pytest.fixture
-def monitor(db):
-    """A LOGIN role that is a member of pg_monitor and nothing else."""
-    name = "jf_mon_%s" % uuid.uuid4().hex[:8]
-    with db.cursor() as cur:
-        cur.execute("CREATE ROLE %s LOGIN IN ROLE pg_monitor" % name)
-    yield name
-    with db.cursor() as cur:
-        cur.execute("DROP ROLE %s" % name)
 
 
 def load(db, receiver, server, queue, rounds):

@@ -62,18 +62,7 @@ def tenant(fresh):
         cur.execute("DROP ROLE %s" % name)
 
 
-@pytest.fixture
-def watcher(fresh):
-    """A member of pg_monitor and nothing else, as an exporter logs in."""
-    name = "jf_watch_%s" % uuid.uuid4().hex[:8]
-    with fresh.cursor() as cur:
-        cur.execute("CREATE ROLE %s IN ROLE pg_monitor" % name)
-    yield name
-    with fresh.cursor() as cur:
-        cur.execute("DROP ROLE %s" % name)
-
-
-def test_queue_figures(fresh, tenant, watcher, receiver):
+def test_queue_figures(fresh, tenant, monitor, receiver):
     """A paused queue with three tasks ten minutes overdue, a queue with
     two tasks due in an hour, one with a dead letter: the monitor sees
     each queue's pending, overdue, oldest overdue age, dead letters and
@@ -93,7 +82,7 @@ def test_queue_figures(fresh, tenant, watcher, receiver):
     wait_final(fresh, [dead])
 
     with fresh.cursor() as cur:
-        cur.execute("SET ROLE %s" % watcher)
+        cur.execute("SET ROLE %s" % monitor)
         try:
             got = {f: queue_series(fresh, f, tenant) for f in (
                 "jobflow_queue_pending", "jobflow_queue_overdue",

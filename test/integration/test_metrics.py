@@ -210,17 +210,6 @@ def test_stats_view_has_the_same_figures(db, receiver):
     assert all(r["description"] for r in query(db, "SELECT description FROM jobflow.stats"))
 
 
-@pytest.fixture
-def monitor(db):
-    """A role that is a member of pg_monitor and nothing else."""
-    name = "jf_mon_%s" % uuid.uuid4().hex[:8]
-    with db.cursor() as cur:
-        cur.execute("CREATE ROLE %s IN ROLE pg_monitor" % name)
-    yield name
-    with db.cursor() as cur:
-        cur.execute("DROP ROLE %s" % name)
-
-
 def test_monitor_reads_figures_not_tasks(db, monitor):
     """A pg_monitor member reads metrics(), stats and worker_status(), and
     no task contents: not tasks, task_log, failed_tasks or cron timers."""
