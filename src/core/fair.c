@@ -617,6 +617,7 @@ jf_fair_is_lane_of(const JfFair *f, uint32_t queue, uint32_t owner,
 		strcmp(f->hosts[q->host].origin, origin) == 0;
 }
 
+/* Kept for the worker, which logs a lane's attempts as its queue says. */
 JfFairLog
 jf_fair_lane_log(const JfFair *f, uint32_t queue)
 {
