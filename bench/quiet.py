@@ -63,11 +63,18 @@ def log_rows():
 
 
 def run(kind, tag):
+    """One W2 or W2f; the heap share of its WAL over the range w2 measures
+    (from the INSERT's commit until every outcome is written)."""
     n0 = log_rows()
-    l0 = ix.lsn()
-    r = ix.w2(tag, kind == "w2f")
+    lsns = []
+    lsn = ix.lsn
+    ix.lsn = lambda: lsns.append(lsn()) or lsns[-1]
+    try:
+        r = ix.w2(tag, kind == "w2f")
+    finally:
+        ix.lsn = lsn
     r["log_rows"] = log_rows() - n0
-    st = ix.waldump_stats(l0, ix.lsn())
+    st = ix.waldump_stats(lsns[0], lsns[1])
     heap = (st.get("Heap", {}).get("bytes", 0) + st.get("Heap2", {}).get("bytes", 0)) if st else None
     r["heap_per_cb"] = round(heap / r["arrived"]) if heap is not None and r["arrived"] else None
     return r
