@@ -581,6 +581,7 @@ COMMENT ON FUNCTION jobflow.explain_cron(text) IS
 
 COMMENT ON FUNCTION jobflow.set_queue(text, integer, double precision, integer, interval, regrole, text) IS
 	'configure a queue: max_concurrent, max_per_second, priority, retention, log_attempts (each left out goes back to its default); a pause is kept';
+COMMENT ON TABLE jobflow.queues IS 'configured queues of each owner: pause, limits, priority, retention, which attempts are logged; a queue without a row has none (change with set_queue, pause_queue, resume_queue, drop_queue)';
 COMMENT ON COLUMN jobflow.queues.log_attempts IS
 	'all: every attempt goes to jobflow.task_log; failures: a success at a task''s first attempt writes no log row; NULL: jobflow.log_attempts';
 
