@@ -442,6 +442,42 @@ CREATE INDEX tasks_running ON jobflow.tasks (owner, queue)
 /* ---- end of section: explain ---- */
 
 
+/* ---- section: quiet logging ---- */
+
+/*
+ * Issue 25, item 6.  A queue may log every attempt (all) or failures only
+ * (failures: a success at a task's first attempt writes no jobflow.task_log
+ * row, its row in jobflow.tasks says it succeeded); NULL follows the
+ * setting jobflow.log_attempts.  set_queue() takes it as its last argument,
+ * so that calls by position keep their meaning; left out, it goes back to
+ * NULL like the other arguments.  The worker reads it with the queue's
+ * other settings (worker/queues.c).
+ */
+ALTER TABLE jobflow.queues ADD COLUMN log_attempts text
+	CHECK (log_attempts IN ('all', 'failures'));
+
+DROP FUNCTION jobflow.set_queue(text, integer, double precision, integer, interval, regrole);
+CREATE FUNCTION jobflow.set_queue(name text,
+	max_concurrent integer DEFAULT NULL,
+	max_per_second double precision DEFAULT NULL,
+	priority integer DEFAULT 0,
+	retention interval DEFAULT NULL,
+	owner regrole DEFAULT NULL,
+	log_attempts text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'jobflow_set_queue'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION
+	jobflow.set_queue(text, integer, double precision, integer, interval, regrole, text)
+	FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+	jobflow.set_queue(text, integer, double precision, integer, interval, regrole, text)
+	TO jobflow_user, jobflow_admin;
+
+/* ---- end of section: quiet logging ---- */
+
+
 /* ---- section: privileges exactly as jobflow grants them ---- */
 
 /*
@@ -542,6 +578,12 @@ COMMENT ON FUNCTION jobflow.explain(bigint) IS
 	'why a task is where it is: one row per reason (a code and a sentence with the figures), the one that holds it first';
 COMMENT ON FUNCTION jobflow.explain_cron(text) IS
 	'why the caller''s cron timer of that name fires when it does: paused, held, its next occurrence, its last one''s outcome';
+
+COMMENT ON FUNCTION jobflow.set_queue(text, integer, double precision, integer, interval, regrole, text) IS
+	'configure a queue: max_concurrent, max_per_second, priority, retention, log_attempts (each left out goes back to its default); a pause is kept';
+COMMENT ON TABLE jobflow.queues IS 'configured queues of each owner: pause, limits, priority, retention, which attempts are logged; a queue without a row has none (change with set_queue, pause_queue, resume_queue, drop_queue)';
+COMMENT ON COLUMN jobflow.queues.log_attempts IS
+	'all: every attempt goes to jobflow.task_log; failures: a success at a task''s first attempt writes no log row; NULL: jobflow.log_attempts';
 
 /* ---- end of section: comments ---- */
 

@@ -6,8 +6,9 @@
  *
  * A queue is named per owner (jobflow.tasks.queue); a row of
  * jobflow.queues pauses it, limits it (requests in flight, a dispatch
- * rate), gives it a priority and a retention.  Tenants may read their own
- * rows only and write none: these functions check the caller, who may
+ * rate), gives it a priority, a retention and what of its attempts is
+ * logged.  Tenants may read their own rows only and write none: these
+ * functions check the caller, who may
  * configure its own queues (or, for members of jobflow_admin and
  * superusers, any owner's), and write as the table's owner (as_owner.h).
  * Each role may configure at most jobflow.max_queues_per_role queues
@@ -166,9 +167,11 @@ jobflow_resume_queue(PG_FUNCTION_ARGS)
 
 /*
  * jobflow.set_queue(name, max_concurrent, max_per_second, priority,
- * retention, owner) RETURNS void: the queue's whole configuration, each
- * argument left out going back to its default (no limit, priority 0,
- * jobflow.retention); whether it is paused does not change.
+ * retention, owner, log_attempts) RETURNS void: the queue's whole
+ * configuration, each argument left out going back to its default (no
+ * limit, priority 0, jobflow.retention, jobflow.log_attempts); whether it
+ * is paused does not change.  The declaration of 0.2.0, still in place
+ * until ALTER EXTENSION UPDATE, has no log_attempts (nor the column).
  */
 PG_FUNCTION_INFO_V1(jobflow_set_queue);
 Datum
@@ -176,9 +179,10 @@ jobflow_set_queue(PG_FUNCTION_ARGS)
 {
 	text	   *name = queue_name(fcinfo);
 	Oid			owner = queue_owner(fcinfo, 5);
-	Oid			types[4] = {INT4OID, FLOAT8OID, INT4OID, INTERVALOID};
-	Datum		values[4];
-	char		nulls[4] = {' ', ' ', ' ', ' '};
+	Oid			types[5] = {INT4OID, FLOAT8OID, INT4OID, INTERVALOID, TEXTOID};
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', 'n'};
+	bool		has_log = PG_NARGS() > 6;
 
 	jf_check_owner_role(owner);
 	if (!PG_ARGISNULL(1))
@@ -232,16 +236,41 @@ jobflow_set_queue(PG_FUNCTION_ARGS)
 	}
 	else
 		nulls[3] = 'n';
+	if (has_log && !PG_ARGISNULL(6))
+	{
+		char	   *log = text_to_cstring(PG_GETARG_TEXT_PP(6));
+
+		if (strcmp(log, "all") != 0 && strcmp(log, "failures") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("log_attempts must be \"all\" or \"failures\""),
+					 errhint("NULL uses jobflow.log_attempts.")));
+		values[4] = CStringGetTextDatum(log);
+		nulls[4] = ' ';
+	}
 	jf_quota_check(JF_QUOTA_QUEUES, owner, text_to_cstring(name));
-	(void) write_queue("INSERT INTO jobflow.queues AS q"
-					   " (owner, name, max_concurrent, max_per_second, priority, retention)"
-					   " VALUES ($1, $2, $3, $4, $5, $6)"
-					   " ON CONFLICT (owner, name) DO UPDATE"
-					   " SET max_concurrent = excluded.max_concurrent,"
-					   "     max_per_second = excluded.max_per_second,"
-					   "     priority = excluded.priority, retention = excluded.retention,"
-					   "     updated_at = pg_catalog.now()",
-					   owner, name, 4, types, values, nulls);
+	if (has_log)
+		(void) write_queue("INSERT INTO jobflow.queues AS q"
+						   " (owner, name, max_concurrent, max_per_second, priority, retention,"
+						   "  log_attempts)"
+						   " VALUES ($1, $2, $3, $4, $5, $6, $7)"
+						   " ON CONFLICT (owner, name) DO UPDATE"
+						   " SET max_concurrent = excluded.max_concurrent,"
+						   "     max_per_second = excluded.max_per_second,"
+						   "     priority = excluded.priority, retention = excluded.retention,"
+						   "     log_attempts = excluded.log_attempts,"
+						   "     updated_at = pg_catalog.now()",
+						   owner, name, 5, types, values, nulls);
+	else
+		(void) write_queue("INSERT INTO jobflow.queues AS q"
+						   " (owner, name, max_concurrent, max_per_second, priority, retention)"
+						   " VALUES ($1, $2, $3, $4, $5, $6)"
+						   " ON CONFLICT (owner, name) DO UPDATE"
+						   " SET max_concurrent = excluded.max_concurrent,"
+						   "     max_per_second = excluded.max_per_second,"
+						   "     priority = excluded.priority, retention = excluded.retention,"
+						   "     updated_at = pg_catalog.now()",
+						   owner, name, 4, types, values, nulls);
 	PG_RETURN_VOID();
 }
 

@@ -52,6 +52,7 @@ bool		jobflow_follow_cross_origin_redirects = false;
 int			jobflow_retention_s = 7 * 86400;
 int			jobflow_prune_batch_size = 100;
 int			jobflow_dispatch = JF_DISPATCH_AUTO;
+int			jobflow_log_attempts = JF_LOG_ATTEMPTS_ALL;
 int			jobflow_max_queues_per_role = 1000;
 int			jobflow_max_timers_per_role = 1000;
 
@@ -75,6 +76,13 @@ static const struct config_enum_entry dispatch_options[] = {
 	{"no", JF_DISPATCH_OFF, true},
 	{"1", JF_DISPATCH_ON, true},
 	{"0", JF_DISPATCH_OFF, true},
+	{NULL, 0, false}
+};
+
+/* jobflow.log_attempts's values */
+static const struct config_enum_entry log_attempts_options[] = {
+	{"all", JF_LOG_ATTEMPTS_ALL, false},
+	{"failures", JF_LOG_ATTEMPTS_FAILURES, false},
 	{NULL, 0, false}
 };
 
@@ -360,6 +368,13 @@ jf_settings_define(void)
 							"At most jobflow.reconcile_interval.",
 							&guc_log_flush_ms, 50, 1, 60000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, assign_log_flush_ms, NULL);
+	DefineCustomEnumVariable("jobflow.log_attempts",
+							 "Which attempts the worker writes to jobflow.task_log: all or failures.",
+							 "Failures: a task that succeeds at its first attempt writes no log row (its row in "
+							 "jobflow.tasks says succeeded); every other attempt is logged, and so is the success "
+							 "that ends a task with earlier attempts. A queue's log_attempts (set_queue) overrides it.",
+							 &jobflow_log_attempts, JF_LOG_ATTEMPTS_ALL, log_attempts_options,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("jobflow.claim_batch_size",
 							"Most due tasks claimed by one statement.",
 							NULL, &jobflow_claim_batch_size, 1000, 1, 100000,

@@ -56,6 +56,18 @@ typedef enum JfDispatchMode
 } JfDispatchMode;
 extern int	jobflow_dispatch;
 
+/*
+ * jobflow.log_attempts: every attempt in jobflow.task_log, or failures
+ * only (a success at a task's first attempt writes no row); a queue's
+ * jobflow.queues.log_attempts overrides it.
+ */
+typedef enum JfLogAttempts
+{
+	JF_LOG_ATTEMPTS_ALL,
+	JF_LOG_ATTEMPTS_FAILURES
+} JfLogAttempts;
+extern int	jobflow_log_attempts;
+
 /* most workers per database (jobflow.workers_per_database) */
 #define JF_MAX_WORKERS_PER_DB 8
 

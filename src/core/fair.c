@@ -617,6 +617,13 @@ jf_fair_is_lane_of(const JfFair *f, uint32_t queue, uint32_t owner,
 		strcmp(f->hosts[q->host].origin, origin) == 0;
 }
 
+/* Kept for the worker, which logs a lane's attempts as its queue says. */
+JfFairLog
+jf_fair_lane_log(const JfFair *f, uint32_t queue)
+{
+	return f->groups[f->queues[queue].group].cfg.log;
+}
+
 /* Join the circle just before the cursor: visited last in this pass. */
 static void
 circle_insert(JfFair *f, uint32_t i)
@@ -1078,7 +1085,7 @@ static bool
 unconfigured(const JfFairQueueConfig *cfg)
 {
 	return !cfg->paused && cfg->max_concurrent == 0 && cfg->max_per_second == 0 &&
-		cfg->priority == 0;
+		cfg->priority == 0 && cfg->log == JF_FAIR_LOG_DEFAULT;
 }
 
 /* Free named queue i: no lane, no limits, its rate idle. */

@@ -68,6 +68,18 @@ typedef struct JfFairConfig
 	double		max_per_second_per_host;	/* 0: no limit */
 } JfFairConfig;
 
+/*
+ * What the worker logs of a named queue's attempts (jobflow.queues.
+ * log_attempts): the fair share only keeps it for the worker, which asks
+ * it of a task's lane when the attempt ends.
+ */
+typedef enum JfFairLog
+{
+	JF_FAIR_LOG_DEFAULT = 0,	/* as the global setting says */
+	JF_FAIR_LOG_ALL,			/* every attempt */
+	JF_FAIR_LOG_FAILURES		/* no row for a success at the first attempt */
+} JfFairLog;
+
 /* The settings of one named queue (a row of jobflow.queues). */
 typedef struct JfFairQueueConfig
 {
@@ -75,6 +87,7 @@ typedef struct JfFairQueueConfig
 	int			max_concurrent; /* 0: no limit of its own */
 	double		max_per_second; /* 0: no limit */
 	int			priority;		/* higher first */
+	JfFairLog	log;			/* unused by the fair share */
 } JfFairQueueConfig;
 
 /* One task chosen by jf_fair_pick(). */
@@ -117,6 +130,9 @@ extern void jf_fair_hold(JfFair *f, uint32_t queue);
 extern bool jf_fair_is_lane_of(const JfFair *f, uint32_t queue, uint32_t owner,
 							   const char *name, const char *url);
 extern void jf_fair_unhold(JfFair *f, uint32_t queue);
+
+/* What the named queue of lane queue logs (JF_FAIR_LOG_DEFAULT if unset). */
+extern JfFairLog jf_fair_lane_log(const JfFair *f, uint32_t queue);
 
 /*
  * Free what no task needs any more: lanes neither parked, claimed nor

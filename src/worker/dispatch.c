@@ -46,6 +46,7 @@
 #include "worker/feed.h"
 #include "worker/guard.h"
 #include "worker/log_writer.h"
+#include "worker/queues.h"
 #include "worker/state.h"
 #include "worker/xact.h"
 
@@ -945,6 +946,12 @@ record_result(JfWorkerState *ws, JfHttpResult *r)
 	char		status_error[64];
 
 	/*
+	 * What the task's queue logs, asked of its lane while the request
+	 * still holds it.
+	 */
+	bool		log_first_success = jf_queues_log_first_success(ws, e->task.queue);
+
+	/*
 	 * Out of flight first: an error below leaves the task running with no
 	 * request, which the stray rescue after the error puts back.
 	 */
@@ -984,6 +991,13 @@ record_result(JfWorkerState *ws, JfHttpResult *r)
 	{
 		row.outcome = OUTCOME_SUCCEEDED;
 		row.state = "succeeded";
+		/*
+		 * Quiet logging: a task done at its first attempt leaves no log
+		 * row (attempts never go back, so 1 means no attempt before it,
+		 * failed or interrupted, even after a retry()); its row in
+		 * jobflow.tasks says succeeded, with the status.
+		 */
+		row.unlogged = e->task.attempt == 1 && !log_first_success;
 		pg_atomic_fetch_add_u64(&jf_figures->succeeded, 1);
 	}
 	else if (retryable(r) && e->task.attempt < e->task.max_attempts)

@@ -14,6 +14,13 @@
  * after a commit that failed for a full queue; those skipped are counted
  * and logged.
  *
+ * Quiet logging (jobflow.log_attempts, or the queue's log_attempts, set
+ * to failures): a success at a task's first attempt updates the task and
+ * writes no log row, the bulk of the writes when all is well.  Every other
+ * attempt is logged: retries, failures, the success that ends a task with
+ * earlier attempts, and interrupted attempts (which may have been
+ * delivered; feed.c's rescue writes those).
+ *
  * A batch is written when jobflow.log_batch_size rows are buffered or the
  * oldest has waited jobflow.log_flush_ms.  Each statement reads its rows
  * from unnest() over arrays, so the cost per callback falls as load rises.
@@ -227,9 +234,9 @@ make_array(Datum *elems, bool *nulls, int n, Oid type)
 static void
 prepare_plans(JfLogWriter *lw)
 {
-	Oid			types[14] = {INT8ARRAYOID, INT4ARRAYOID, OIDARRAYOID, TIMESTAMPTZARRAYOID,
+	Oid			types[15] = {INT8ARRAYOID, INT4ARRAYOID, OIDARRAYOID, TIMESTAMPTZARRAYOID,
 		TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID, INT4ARRAYOID, TEXTARRAYOID,
-		TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, INT4ARRAYOID, BOOLOID};
+		TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, INT4ARRAYOID, BOOLOID, BOOLARRAYOID};
 
 	/*
 	 * held: the batch's tasks another transaction holds locked (deleted
@@ -237,7 +244,9 @@ prepare_plans(JfLogWriter *lw)
 	 * locked here, before anything is written.  Tasks that asked for it
 	 * are announced on their owner's channel, at most OUTCOMES_PER_NOTIFY per
 	 * notification (each "<id>:<state>" takes at most 30 bytes, far below
-	 * the 8000-byte limit of a payload), unless $14 is false.  Returns the
+	 * the 8000-byte limit of a payload), unless $14 is false.  A row whose
+	 * $15 is false updates its task and writes no log row (a success left
+	 * out by jobflow.log_attempts); unsent ones write none either.  Returns the
 	 * held ids, and how many tasks were (or would have been) announced.
 	 *
 	 * A generic plan, made once: every row is found through the primary
@@ -256,9 +265,9 @@ prepare_plans(JfLogWriter *lw)
 		"                pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5),"
 		"                pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8),"
 		"                pg_catalog.unnest($9), pg_catalog.unnest($10), pg_catalog.unnest($11),"
-		"                pg_catalog.unnest($12), pg_catalog.unnest($13))"
+		"                pg_catalog.unnest($12), pg_catalog.unnest($13), pg_catalog.unnest($15))"
 		"    AS u(id, attempt, owner, scheduled_at, started_at, finished_at, outcome,"
-		"         status, error, response, state, next_run_at, unclaim)"
+		"         status, error, response, state, next_run_at, unclaim, logged)"
 		"   WHERE u.id NOT IN (SELECT held.id FROM held)),"
 		" w AS ("
 		"  UPDATE jobflow.tasks t"
@@ -276,7 +285,7 @@ prepare_plans(JfLogWriter *lw)
 		"         finished_at, outcome, http_status, error, response)"
 		"  SELECT u.id, u.attempt, u.owner::regrole, u.scheduled_at, u.started_at,"
 		"         u.finished_at, u.outcome, u.status, u.error, u.response"
-		"    FROM u WHERE u.outcome <> 'unsent'"
+		"    FROM u WHERE u.outcome <> 'unsent' AND u.logged"
 		"  RETURNING 1),"
 		" n AS ("
 		"  SELECT pg_catalog.pg_notify(jobflow._outcome_channel(f.owner),"
@@ -289,7 +298,7 @@ prepare_plans(JfLogWriter *lw)
 		" SELECT (SELECT pg_catalog.count(*) FROM l), (SELECT pg_catalog.count(*) FROM n),"
 		"        ARRAY(SELECT held.id FROM held),"
 		"        (SELECT pg_catalog.count(*) FROM w"
-		"          WHERE w.notify AND w.state IN ('succeeded', 'failed'))", 14, types,
+		"          WHERE w.notify AND w.state IN ('succeeded', 'failed'))", 15, types,
 		CURSOR_OPT_GENERIC_PLAN);
 	if (lw->write_plan == NULL)
 		elog(ERROR, "could not prepare the outcome write: %s", SPI_result_code_string(SPI_result));
@@ -317,12 +326,12 @@ ts_or_null(TimestampTz ts, bool present, bool *isnull)
 static void
 write_rows(JfLogWriter *lw, int from, int n, HeldIds *held)
 {
-	static const Oid elemtypes[13] = {INT8OID, INT4OID, OIDOID, TIMESTAMPTZOID,
+	static const Oid elemtypes[14] = {INT8OID, INT4OID, OIDOID, TIMESTAMPTZOID,
 		TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, INT4OID, TEXTOID, TEXTOID, TEXTOID,
-		TIMESTAMPTZOID, INT4OID};
-	Datum		v[14];
-	Datum	   *e[13];
-	bool	   *nl[13];
+		TIMESTAMPTZOID, INT4OID, BOOLOID};
+	Datum		v[15];
+	Datum	   *e[14];
+	bool	   *nl[14];
 	Datum	   *ids;
 	bool		isnull;
 	int			nids;
@@ -330,7 +339,7 @@ write_rows(JfLogWriter *lw, int from, int n, HeldIds *held)
 	int			i;
 	int			ret;
 
-	for (c = 0; c < 13; c++)
+	for (c = 0; c < 14; c++)
 	{
 		e[c] = palloc(sizeof(Datum) * n);
 		nl[c] = palloc0(sizeof(bool) * n);
@@ -354,10 +363,13 @@ write_rows(JfLogWriter *lw, int from, int n, HeldIds *held)
 		/* only a retry sets the next run; an unsent attempt is given back */
 		e[11][i] = ts_or_null(r->next_run_at, r->outcome == OUTCOME_RETRY, &nl[11][i]);
 		e[12][i] = Int32GetDatum(r->outcome == OUTCOME_UNSENT ? 1 : 0);
+		/* only a success may go unlogged: every other outcome is a failure */
+		e[13][i] = BoolGetDatum(!(r->unlogged && r->outcome == OUTCOME_SUCCEEDED));
 	}
 	for (c = 0; c < 13; c++)
 		v[c] = PointerGetDatum(make_array(e[c], nl[c], n, elemtypes[c]));
 	v[13] = BoolGetDatum(lw->announce);
+	v[14] = PointerGetDatum(make_array(e[13], nl[13], n, elemtypes[13]));
 
 	ret = SPI_execute_plan(lw->write_plan, v, NULL, false, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)

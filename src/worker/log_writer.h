@@ -35,6 +35,9 @@ typedef struct JfOutcomeRow
 	const char *error;			/* NULL = none */
 	const char *response;		/* NULL = none; need not be valid text */
 	size_t		response_len;
+	bool		unlogged;		/* OUTCOME_SUCCEEDED only: the task is
+								 * updated, no jobflow.task_log row is
+								 * written (jobflow.log_attempts) */
 } JfOutcomeRow;
 
 typedef struct JfLogWriter JfLogWriter;

@@ -26,13 +26,14 @@
 
 #include "worker/queues.h"
 #include "base/metrics.h"
+#include "base/settings.h"
 #include "worker/guard.h"
 #include "worker/state.h"
 #include "worker/xact.h"
 
 /*
  * One row's settings (columns from first on: paused, max_concurrent,
- * max_per_second, priority) as the fair share takes them.
+ * max_per_second, priority, log_attempts) as the fair share takes them.
  */
 static void
 row_config(HeapTuple tup, TupleDesc desc, int first, JfFairQueueConfig *cfg)
@@ -49,6 +50,16 @@ row_config(HeapTuple tup, TupleDesc desc, int first, JfFairQueueConfig *cfg)
 	cfg->max_per_second = isnull ? 0 :
 		DatumGetFloat8(d) / jobflow_workers_per_database;
 	cfg->priority = DatumGetInt32(SPI_getbinval(tup, desc, first + 3, &isnull));
+	d = SPI_getbinval(tup, desc, first + 4, &isnull);
+	if (isnull)
+		cfg->log = JF_FAIR_LOG_DEFAULT;
+	else
+	{
+		char	   *log = TextDatumGetCString(d);
+
+		/* the table's CHECK allows these two only */
+		cfg->log = strcmp(log, "failures") == 0 ? JF_FAIR_LOG_FAILURES : JF_FAIR_LOG_ALL;
+	}
 }
 
 static void
@@ -72,7 +83,7 @@ read_all(JfWorkerState *ws, bool *retention, bool *positive)
 
 	jf_fair_reset_queues(ws->fair);
 	if (SPI_execute("SELECT owner::oid, name, paused, max_concurrent, max_per_second,"
-					"       priority, retention IS NOT NULL,"
+					"       priority, log_attempts, retention IS NOT NULL,"
 					"       retention > interval '0'"
 					"  FROM jobflow.queues", true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read jobflow.queues");
@@ -89,9 +100,9 @@ read_all(JfWorkerState *ws, bool *retention, bool *positive)
 		JfFairQueueConfig cfg;
 
 		row_config(tup, desc, 3, &cfg);
-		if (DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull)))
+		if (DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull)))
 		{
-			Datum		d = SPI_getbinval(tup, desc, 8, &isnull);
+			Datum		d = SPI_getbinval(tup, desc, 9, &isnull);
 
 			*retention = true;
 			*positive |= !isnull && DatumGetBool(d);
@@ -127,7 +138,8 @@ read_keys(JfWorkerState *ws, const JfQueueKey *keys, int n, bool *retention, boo
 												TYPALIGN_INT));
 	values[1] = PointerGetDatum(construct_array(names, n, TEXTOID, -1, false, TYPALIGN_INT));
 	if (SPI_execute_with_args("SELECT k.owner, k.name, q.name IS NOT NULL, q.paused,"
-							  "       q.max_concurrent, q.max_per_second, q.priority"
+							  "       q.max_concurrent, q.max_per_second, q.priority,"
+							  "       q.log_attempts"
 							  "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
 							  "         AS k(owner, name)"
 							  "  LEFT JOIN jobflow.queues q"
@@ -228,4 +240,23 @@ jf_queues_retention_overrides(JfWorkerState *ws, bool *positive)
 {
 	*positive = ws->queues.any_positive_retention;
 	return ws->queues.any_retention;
+}
+
+/*
+ * Whether a success at the first attempt of a task in lane (its named
+ * queue's, or else jobflow.log_attempts) is written to jobflow.task_log.
+ */
+bool
+jf_queues_log_first_success(JfWorkerState *ws, uint32 lane)
+{
+	switch (jf_fair_lane_log(ws->fair, lane))
+	{
+		case JF_FAIR_LOG_ALL:
+			return true;
+		case JF_FAIR_LOG_FAILURES:
+			return false;
+		case JF_FAIR_LOG_DEFAULT:
+			break;
+	}
+	return jobflow_log_attempts != JF_LOG_ATTEMPTS_FAILURES;
 }

@@ -563,6 +563,9 @@ TENANT_CALLS = [
          " priority => 1, retention => '1 day')", must="succeed"),
     Call("set_queue owner itself", F("set_queue"),
          "SELECT jobflow.set_queue(%(queue)s, max_concurrent => 3, owner => %(me)s::regrole)"),
+    Call("set_queue log_attempts", F("set_queue"),
+         "SELECT jobflow.set_queue(%(queue)s, max_concurrent => 3, log_attempts => 'failures')",
+         must="succeed"),
     Call("pause_queue", F("pause_queue"), "SELECT jobflow.pause_queue(%(queue)s)", must="succeed"),
     Call("pause_queue owner itself", F("pause_queue"),
          "SELECT jobflow.pause_queue(%(queue)s, owner => %(me)s::regrole)"),
@@ -684,6 +687,9 @@ ADMIN_CALLS = [
     Call("set_queue owner tenant", F("set_queue"),
          "SELECT jobflow.set_queue(%(tqueue)s, max_per_second => 10, owner => %(tenant)s::regrole)",
          must="succeed"),
+    Call("set_queue owner tenant log_attempts", F("set_queue"),
+         "SELECT jobflow.set_queue(%(tqueue)s, owner => %(tenant)s::regrole,"
+         " log_attempts => 'all')", must="succeed"),
     Call("pause_queue owner tenant", F("pause_queue"),
          "SELECT jobflow.pause_queue(%(tqueue)s, owner => %(tenant)s::regrole)", must="succeed"),
     Call("resume_queue owner tenant", F("resume_queue"),
@@ -983,9 +989,9 @@ def test_drop_and_reassign_owned_paths(env, search_path):
 
 def test_worker_runs_past_planted_objects(env, receiver, server):
     """The worker fires the tenant's tasks (a header secret, a signature,
-    a queue with a rate, an outcome notification), retries a failing one
-    and a redriven one, and materialises a cron timer; the tenant's schema
-    stays on its session's path throughout."""
+    a queue with a rate that logs failures only, an outcome notification),
+    retries a failing one and a redriven one, and materialises a cron
+    timer; the tenant's schema stays on its session's path throughout."""
     before, _ = env.escalations()
     log_offset = os.path.getsize(server.logfile)
     run = uuid.uuid4().hex[:8]
@@ -998,7 +1004,8 @@ def test_worker_runs_past_planted_objects(env, receiver, server):
         cur.execute(set_secret_sql("name", "value"), {"name": "w-" + run, "value": secret_value,
                                                       "origins": [origin_of(ok_url)]})
         cur.execute("SELECT jobflow.create_signing_secret()")
-        cur.execute("SELECT jobflow.set_queue(%s, max_per_second => 50)", ("wq-" + run,))
+        cur.execute("SELECT jobflow.set_queue(%s, max_per_second => 50, log_attempts => 'failures')",
+                    ("wq-" + run,))
         cur.execute("SELECT jobflow.schedule(%s, headers => %s, notify => true, queue => %s,"
                     " key => %s)", (ok_url, headers, "wq-" + run, "wk-" + run))
         ok = cur.fetchone()[0]
@@ -1013,6 +1020,8 @@ def test_worker_runs_past_planted_objects(env, receiver, server):
     req = receiver.wait_for(lambda r: ("t=" + ok_tag) in r["query"])[-1]
     assert req["headers"].get("x-api-key") == secret_value
     assert req["headers"].get("webhook-signature", "").startswith("v1,")
+    # its queue logs failures only: a success at the first attempt, none
+    assert value(su, "SELECT count(*) FROM jobflow.task_log WHERE task_id = %s", (ok,)) == 0
     with conn.cursor() as cur:
         cur.execute("SELECT jobflow.retry(%s)", (failing,))
         assert cur.fetchone()[0] is True

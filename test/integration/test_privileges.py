@@ -463,6 +463,8 @@ OTHER_TENANT = [
      "refused"),
     ("jobflow.set_queue", "SELECT jobflow.set_queue(%(a_queue)s, max_concurrent => 1,"
                           " owner => %(a)s::regrole)", "refused"),
+    ("jobflow.set_queue", "SELECT jobflow.set_queue(%(a_queue)s, owner => %(a)s::regrole,"
+                          " log_attempts => 'failures')", "refused"),
     ("jobflow.drop_queue", "SELECT jobflow.drop_queue(%(a_queue)s, owner => %(a)s::regrole)",
      "refused"),
     ("jobflow.drop_queue", "SELECT jobflow.drop_queue(%(a_queue)s)", "none"),

@@ -302,6 +302,7 @@ qconfig(bool paused, int max_concurrent, double rate, int priority)
 	c.max_concurrent = max_concurrent;
 	c.max_per_second = rate;
 	c.priority = priority;
+	c.log = JF_FAIR_LOG_DEFAULT;
 	return c;
 }
 
@@ -1176,7 +1177,7 @@ test_collect_keeps_what_is_needed(void)
 	JfFairConfig c = config(1000, 1000, 1000);
 	JfFair	   *f;
 	JfFairLoad	top[JF_FAIR_TOP];
-	JfFairQueueConfig paused = {true, 0, 0, 0};
+	JfFairQueueConfig paused = {true, 0, 0, 0, JF_FAIR_LOG_DEFAULT};
 	uint32_t	held, parked, claimed, idle, fresh, again;
 	uint32_t	lanes[5000];
 	bool		kept[5000];
@@ -1290,6 +1291,39 @@ test_collect_keeps_what_is_needed(void)
 	jf_fair_destroy(f);
 }
 
+/*
+ * What a named queue logs is kept for the worker: every lane of the queue
+ * reports it, other queues report the default, and a queue whose only
+ * setting it is keeps it when collecting frees all its lanes.
+ */
+static void
+test_lane_log(void)
+{
+	JfFairConfig c = config(1000, 1000, 1000);
+	JfFair	   *f = jf_fair_create(&c);
+	JfFairQueueConfig quiet = qconfig(false, 0, 0, 0);
+	uint32_t	a,
+				b,
+				other;
+
+	quiet.log = JF_FAIR_LOG_FAILURES;
+	CHECK(jf_fair_configure(f, 1, "q", &quiet));
+	a = jf_fair_queue(f, 1, "q", "http://a/");
+	b = jf_fair_queue(f, 1, "q", "http://b/");
+	other = jf_fair_queue(f, 2, "q", "http://a/");
+	CHECK(jf_fair_lane_log(f, a) == JF_FAIR_LOG_FAILURES);
+	CHECK(jf_fair_lane_log(f, b) == JF_FAIR_LOG_FAILURES);
+	CHECK(jf_fair_lane_log(f, other) == JF_FAIR_LOG_DEFAULT);
+	CHECK(jf_fair_collect(f, 60000000, 100, 100) >= 3);
+	CHECK(jf_fair_queues(f) == 0);
+	a = jf_fair_queue(f, 1, "q", "http://c/");
+	CHECK(jf_fair_lane_log(f, a) == JF_FAIR_LOG_FAILURES);
+	/* read afresh without it: the default again */
+	jf_fair_reset_queues(f);
+	CHECK(jf_fair_lane_log(f, a) == JF_FAIR_LOG_DEFAULT);
+	jf_fair_destroy(f);
+}
+
 int
 main(void)
 {
@@ -1315,5 +1349,6 @@ main(void)
 	test_collect_many_origins();
 	test_collect_keeps_what_is_needed();
 	test_collect_keeps_pace();
+	test_lane_log();
 	return unit_done("test_fair");
 }
