@@ -148,6 +148,9 @@ struct JfFair
 	uint32_t	top[JF_FAIR_TOP];	/* the busiest hosts, in no order */
 	int			ntop;
 	uint32_t	sweep;			/* next host jf_fair_busiest() looks at */
+	JfFairGate	gate;			/* see jf_fair_set_gate() */
+	JfFairGateTaken gate_taken;
+	void	   *gate_arg;
 };
 
 static uint32_t
@@ -358,6 +361,43 @@ void
 jf_fair_set_config(JfFair *f, const JfFairConfig *cfg)
 {
 	f->cfg = *cfg;
+}
+
+void
+jf_fair_set_gate(JfFair *f, JfFairGate gate, JfFairGateTaken taken, void *arg)
+{
+	f->gate = gate;
+	f->gate_taken = taken;
+	f->gate_arg = arg;
+}
+
+const char *
+jf_fair_lane_origin(const JfFair *f, uint32_t queue)
+{
+	return f->hosts[f->queues[queue].host].origin;
+}
+
+uint32_t
+jf_fair_owner_of(const JfFair *f, uint32_t queue)
+{
+	return f->owners[f->queues[queue].owner].oid;
+}
+
+size_t
+jf_fair_parked_of(const JfFair *f, uint32_t owner, const char *origin)
+{
+	size_t		n = 0;
+	uint32_t	i;
+
+	for (i = 0; i < f->nqueues; i++)
+	{
+		const Queue *q = &f->queues[i];
+
+		if (q->host != NONE && q->count > 0 && f->owners[q->owner].oid == owner &&
+			strcmp(f->hosts[q->host].origin, origin) == 0)
+			n += q->count;
+	}
+	return n;
 }
 
 /*
@@ -887,6 +927,7 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 		int			took = 0;
 		bool		group_rated = false;
 		bool		host_rated = false;
+		bool		gated = false;
 
 		if (filter && g->cfg.priority != level)
 		{
@@ -902,6 +943,17 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 		if (g->cfg.max_concurrent > 0)
 			room = min_int(room, g->cfg.max_concurrent - g->claimed);
 		room = min_int(room, min_int(global_room, min_int(QUANTUM, max - n)));
+		/* an open circuit: before the rates, so that it spends no token */
+		if (room > 0 && f->gate != NULL)
+		{
+			int			limit = f->gate(o->oid, h->origin, f->gate_arg);
+
+			if (limit >= 0)
+			{
+				room = min_int(room, limit);
+				gated = true;
+			}
+		}
 		if (room > 0 && q->unsorted)
 			sort_queue(q);
 		if (room > 0 && g->cfg.max_per_second > 0)
@@ -936,6 +988,8 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 			out[n].queue = i;
 			n++;
 			took++;
+			if (gated && f->gate_taken != NULL)
+				f->gate_taken(o->oid, h->origin, id, f->gate_arg);
 		}
 		if (g->cfg.max_per_second > 0)
 			jf_rate_spend(&g->rate, took, group_rated && q->count > 0);

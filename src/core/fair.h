@@ -91,9 +91,31 @@ typedef struct JfFairPick
  */
 typedef bool (*JfFairTake) (uint64_t id, uint32_t queue, void *arg);
 
+/*
+ * A gate on lanes (the worker's circuits, core/circuit.h): asked, before
+ * a lane with parked tasks is served, how many of (owner, origin)'s tasks
+ * may be taken now (-1: no limit of its own), and told of each task taken
+ * while it gave a limit.  Tasks it holds stay parked: no place, no rate is
+ * spent on them.
+ */
+typedef int (*JfFairGate) (uint32_t owner, const char *origin, void *arg);
+typedef void (*JfFairGateTaken) (uint32_t owner, const char *origin, uint64_t id,
+								 void *arg);
+
 extern JfFair *jf_fair_create(const JfFairConfig *cfg);
 extern void jf_fair_destroy(JfFair *f);
 extern void jf_fair_set_config(JfFair *f, const JfFairConfig *cfg);
+extern void jf_fair_set_gate(JfFair *f, JfFairGate gate, JfFairGateTaken taken,
+							 void *arg);
+
+/* The origin of lane queue ("scheme://host:port"), while the lane lives. */
+extern const char *jf_fair_lane_origin(const JfFair *f, uint32_t queue);
+
+/* The owner (role oid) of lane queue, while the lane lives. */
+extern uint32_t jf_fair_owner_of(const JfFair *f, uint32_t queue);
+
+/* Tasks parked in the lanes of (owner, origin): a look at every lane. */
+extern size_t jf_fair_parked_of(const JfFair *f, uint32_t owner, const char *origin);
 
 /*
  * The queue (lane) of (owner, named queue, the origin of url), created on
