@@ -43,6 +43,7 @@ import json
 import os
 import re
 import sys
+import time
 import uuid
 
 import psycopg2
@@ -218,8 +219,18 @@ class Tenancy:
             cur.execute("SELECT jobflow.schedule_cron(%(a_timer_name)s, '0 3 * * *', %(url)s,"
                         " headers => %(a_secret_headers)s, active => false)", ctx)
             ctx["a_timer"] = cur.fetchone()[0]
+            # a 503: A's circuit to the receiver counts a failure, a row of
+            # jobflow.endpoints for jobflow.circuit_window (a minute)
+            cur.execute("SELECT jobflow.schedule(%s, max_attempts => 1)",
+                        (receiver.url("/status/503?t=priv-" + run),))
+            ctx["a_failed_503"] = cur.fetchone()[0]
         conn.close()
         assert wait_final(t.su, ctx["a_failed"], timeout=30) == "failed"
+        assert wait_final(t.su, ctx["a_failed_503"], timeout=30) == "failed"
+        deadline = time.time() + 10     # published within a second
+        while not value(t.su, "SELECT count(*) FROM jobflow.endpoints WHERE owner = %s::regrole",
+                        (self.a,)) and time.time() < deadline:
+            time.sleep(0.1)
         self.ctx = ctx
 
     def snapshot(self):
@@ -330,6 +341,8 @@ REACH = {
         "select": "SELECT count(*) FROM jobflow.secret_names WHERE owner = %(a)s::regrole"},
     "jobflow.signing_keys": {
         "select": "SELECT count(*) FROM jobflow.signing_keys WHERE owner = %(a)s::regrole"},
+    "jobflow.endpoints": {
+        "select": "SELECT count(*) FROM jobflow.endpoints WHERE owner = %(a)s::regrole"},
     # no rows of a tenant: a role that may read them reads them all
     "jobflow.installation": {"select": "SELECT count(*) FROM jobflow.installation"},
     "jobflow.stats": {"select": "SELECT count(*) FROM jobflow.stats"},
@@ -449,6 +462,12 @@ OTHER_TENANT = [
     ("jobflow.set_cron_active", "SELECT jobflow.set_cron_active(%(a_timer_name)s, true)", "true"),
     ("jobflow.unschedule_cron", "SELECT jobflow.unschedule_cron(%(a_timer_name)s)", "true"),
     ("jobflow.explain", "SELECT count(*) FROM jobflow.explain(%(a_pending)s)", "rows"),
+    ("jobflow.endpoints", "SELECT count(*) FROM jobflow.endpoints WHERE owner = %(a)s::regrole",
+     "rows"),
+    ("jobflow._endpoints", "SELECT count(*) FROM jobflow._endpoints() WHERE owner = %(a)s::regrole",
+     "rows"),
+    ("jobflow.reset_circuit", "SELECT jobflow.reset_circuit(%(url)s, %(a)s::regrole)", "refused"),
+    ("jobflow.reset_circuit", "SELECT jobflow.reset_circuit(%(url)s)", "none"),
     ("jobflow.explain_cron", "SELECT count(*) FROM jobflow.explain_cron(%(a_timer_name)s)", "rows"),
     ("jobflow.schedule_cron", "SELECT jobflow.schedule_cron(%(a_timer_name)s, '0 4 * * *', %(url)s,"
                               " active => false)", "none"),
