@@ -598,6 +598,28 @@ explain_task(Out *out, const Task *t)
 			if (strcmp(hosts[i].origin, origin) == 0)
 				host = &hosts[i];
 
+		/*
+		 * An open circuit of (owner, origin) holds the task first, whatever
+		 * the caps below say: an origin that keeps failing for this owner
+		 * is left alone but for a probe (api/circuits.c).  Only the task's
+		 * own owner's circuit: the caller may see this task, so its
+		 * owner's.
+		 */
+		if (origin != NULL && jf_circuit_of(t->owner, origin, &circuit) &&
+			circuit.state != 0)
+		{
+			add_row(out, "circuit_open",
+					"the circuit of this owner to %s is %s since %s after %d consecutive failures (jobflow.circuit_failures is %d); its %lld due task(s) there are held, %s; jobflow.reset_circuit(%s%s) closes it",
+					origin, jf_circuit_state_name(circuit.state),
+					fmt_ts(jf_ms_ts(circuit.since_ms)), circuit.failures,
+					jobflow_circuit_failures, (long long) circuit.held,
+					circuit.state == 2 ? "a probe is in flight" :
+					psprintf("the next probe goes at %s or when the next task falls due after it",
+							 fmt_ts(jf_ms_ts(circuit.next_probe_ms))),
+					lit(origin), owner_arg(t));
+			holds = true;
+		}
+
 		if (q_max_concurrent > 0 && l.running_queue >= q_max_concurrent)
 		{
 			add_row(out, "queue_cap",
@@ -644,26 +666,6 @@ explain_task(Out *out, const Task *t)
 			holds = true;
 		}
 
-		/*
-		 * An open circuit of (owner, origin) holds the task whatever the
-		 * caps above say: an origin that keeps failing for this owner is
-		 * left alone but for a probe (api/circuits.c).  Only the task's own
-		 * owner's circuit: the caller may see this task, so its owner's.
-		 */
-		if (origin != NULL && jf_circuit_of(t->owner, origin, &circuit) &&
-			circuit.state != 0)
-		{
-			add_row(out, "circuit_open",
-					"the circuit of this owner to %s is %s since %s after %d consecutive failures (jobflow.circuit_failures is %d); its %lld due task(s) there are held, %s; jobflow.reset_circuit(%s%s) closes it",
-					origin, jf_circuit_state_name(circuit.state),
-					fmt_ts(jf_ms_ts(circuit.since_ms)), circuit.failures,
-					jobflow_circuit_failures, (long long) circuit.held,
-					circuit.state == 2 ? "a probe is in flight" :
-					psprintf("the next probe goes at %s or when the next task falls due after it",
-							 fmt_ts(jf_ms_ts(circuit.next_probe_ms))),
-					lit(origin), owner_arg(t));
-			holds = true;
-		}
 
 		if (in_flight >= (uint64) jobflow_max_concurrent)
 		{
