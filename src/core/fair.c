@@ -383,21 +383,52 @@ jf_fair_owner_of(const JfFair *f, uint32_t queue)
 	return f->owners[f->queues[queue].owner].oid;
 }
 
-size_t
-jf_fair_parked_of(const JfFair *f, uint32_t owner, const char *origin)
+/* The index of origin in f->hosts, or NONE; creates nothing. */
+static uint32_t
+lookup_host(const JfFair *f, const char *origin)
 {
-	size_t		n = 0;
-	uint32_t	i;
+	uint32_t	h = jf_hash_string(origin);
+	uint32_t	s;
 
-	for (i = 0; i < f->nqueues; i++)
+	if (f->host_index.size == 0)
+		return NONE;
+	for (s = h & (f->host_index.size - 1); f->host_index.slots[s] != 0;
+		 s = (s + 1) & (f->host_index.size - 1))
+	{
+		const Host *host = &f->hosts[f->host_index.slots[s] - 1];
+
+		if (host->hash == h && strcmp(host->origin, origin) == 0)
+			return f->host_index.slots[s] - 1;
+	}
+	return NONE;
+}
+
+void
+jf_fair_parked_of(const JfFair *f, int n, const uint32_t *owners,
+				  const char *const *origins, size_t *out)
+{
+	uint32_t	hosts[JF_FAIR_PARKED_OF_MAX];
+	uint32_t	i;
+	uint32_t	k;
+	int			j;
+
+	for (j = 0; j < n; j++)
+		out[j] = 0;
+	if (n > JF_FAIR_PARKED_OF_MAX)
+		n = JF_FAIR_PARKED_OF_MAX;
+	for (j = 0; j < n; j++)
+		hosts[j] = lookup_host(f, origins[j]);
+	if (f->cursor == NONE)
+		return;
+	/* the circle holds exactly the lanes with parked tasks */
+	for (i = f->cursor, k = 0; k < f->nactive; i = f->queues[i].next, k++)
 	{
 		const Queue *q = &f->queues[i];
 
-		if (q->host != NONE && q->count > 0 && f->owners[q->owner].oid == owner &&
-			strcmp(f->hosts[q->host].origin, origin) == 0)
-			n += q->count;
+		for (j = 0; j < n; j++)
+			if (q->host == hosts[j] && f->owners[q->owner].oid == owners[j])
+				out[j] += q->count;
 	}
-	return n;
 }
 
 /*

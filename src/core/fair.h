@@ -114,8 +114,14 @@ extern const char *jf_fair_lane_origin(const JfFair *f, uint32_t queue);
 /* The owner (role oid) of lane queue, while the lane lives. */
 extern uint32_t jf_fair_owner_of(const JfFair *f, uint32_t queue);
 
-/* Tasks parked in the lanes of (owner, origin): a look at every lane. */
-extern size_t jf_fair_parked_of(const JfFair *f, uint32_t owner, const char *origin);
+/*
+ * Tasks parked in the lanes of each of n (owner, origin) pairs, into
+ * out[]: one look at every lane with parked tasks.  n is at most
+ * JF_FAIR_PARKED_OF_MAX (out[] beyond it stays 0).
+ */
+#define JF_FAIR_PARKED_OF_MAX 64
+extern void jf_fair_parked_of(const JfFair *f, int n, const uint32_t *owners,
+							  const char *const *origins, size_t *out);
 
 /*
  * The queue (lane) of (owner, named queue, the origin of url), created on

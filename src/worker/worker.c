@@ -148,6 +148,7 @@ publish_hosts(JfFair *f)
 static int64 circuits_next_ms = 0;
 static bool circuits_shown = true;
 
+StaticAssertDecl(JF_METRICS_CIRCUITS <= JF_FAIR_PARKED_OF_MAX, "held tasks of each circuit shown");
 StaticAssertDecl(JF_CIRCUIT_CLOSED == 0 && JF_CIRCUIT_OPEN == 1 &&
 				 JF_CIRCUIT_HALF_OPEN == 2, "circuit states as api/circuits.c names them");
 
@@ -184,13 +185,17 @@ take_circuit_resets(JfWorkerState *ws)
  * Publish the circuits that count failures or are open (the worker, once
  * per turn): at once after a change of state, else at most once a second,
  * and not at all while there are none and none is shown.  With each,
- * the due tasks it holds, counted over the lanes: few circuits are open.
+ * the due tasks it holds, counted in one look at the lanes with parked
+ * tasks.
  */
 static void
 publish_circuits(JfWorkerState *ws)
 {
 	JfMetricsShared *m = &jf_my_slot->metrics;
 	JfCircuitInfo list[JF_METRICS_CIRCUITS];
+	uint32		owners[JF_METRICS_CIRCUITS];
+	const char *origins[JF_METRICS_CIRCUITS];
+	size_t		held[JF_METRICS_CIRCUITS];
 	int64		now = jf_now_ms();
 	int			n;
 	int			i;
@@ -204,6 +209,12 @@ publish_circuits(JfWorkerState *ws)
 	ws->circuits_changed = false;
 	circuits_next_ms = now + CIRCUITS_PUBLISH_MS;
 	n = jf_circuits_list(ws->circuits, list, JF_METRICS_CIRCUITS, now);
+	for (i = 0; i < n; i++)
+	{
+		owners[i] = list[i].owner;
+		origins[i] = list[i].origin;
+	}
+	jf_fair_parked_of(ws->fair, n, owners, origins, held);
 	pg_atomic_fetch_add_u32(&m->circuits_changecount, 1);	/* a full barrier */
 	for (i = 0; i < n; i++)
 	{
@@ -215,8 +226,7 @@ publish_circuits(JfWorkerState *ws)
 		c->failures = list[i].failures;
 		c->since_ms = list[i].since_ms;
 		c->next_probe_ms = list[i].next_probe_ms;
-		c->held = list[i].state == JF_CIRCUIT_CLOSED ? 0 :
-			(int64) jf_fair_parked_of(ws->fair, list[i].owner, list[i].origin);
+		c->held = list[i].state == JF_CIRCUIT_CLOSED ? 0 : (int64) held[i];
 	}
 	m->ncircuits = n;
 	m->circuits_open = jf_circuits_open(ws->circuits);

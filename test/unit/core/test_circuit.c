@@ -173,8 +173,14 @@ test_fair_gate(void)
 	CHECK(n == 5);				/* owner 2's only */
 	for (k = 0; k < n; k++)
 		CHECK(picks[k].queue == b);
-	CHECK(jf_fair_parked_of(f, 1, O) == 5);
-	CHECK(jf_fair_parked_of(f, 2, O) == 0);
+	{
+		uint32_t	owners[3] = {1, 2, 1};
+		const char *origins[3] = {O, O, "http://b:80"};
+		size_t		held[3];
+
+		jf_fair_parked_of(f, 3, owners, origins, held);
+		CHECK(held[0] == 5 && held[1] == 0 && held[2] == 0);
+	}
 	gate_now = 1000;
 	n = jf_fair_pick(f, picks, 16, 1, NULL, NULL);
 	CHECKF(n == 1 && picks[0].id == 10, "n %d", n);	/* the probe */
