@@ -309,7 +309,8 @@ jf_circuits_unsent(JfCircuits *c, uint32_t owner, const char *origin, uint64_t i
 }
 
 int
-jf_circuits_reset(JfCircuits *c, uint32_t owner, const char *origin)
+jf_circuits_reset(JfCircuits *c, uint32_t owner, const char *origin,
+				  uint32_t *closed, int max)
 {
 	int			n = 0;
 	uint32_t	b;
@@ -327,7 +328,11 @@ jf_circuits_reset(JfCircuits *c, uint32_t owner, const char *origin)
 			if ((owner == 0 || e->owner == owner) && strcmp(e->origin, origin) == 0)
 			{
 				if (e->state != JF_CIRCUIT_CLOSED)
+				{
+					if (n < max)
+						closed[n] = e->owner;
 					n++;
+				}
 				remove_entry(c, e);
 			}
 			e = next;

@@ -100,9 +100,11 @@ extern void jf_circuits_unsent(JfCircuits *c, uint32_t owner, const char *origin
 
 /*
  * Close the circuits of origin: of owner, or of every owner when owner is
- * 0.  Returns how many were not closed.
+ * 0.  Returns how many were open (or half-open), and the owners of the
+ * first max of them in closed[].
  */
-extern int	jf_circuits_reset(JfCircuits *c, uint32_t owner, const char *origin);
+extern int	jf_circuits_reset(JfCircuits *c, uint32_t owner, const char *origin,
+							  uint32_t *closed, int max);
 
 /*
  * The earliest time after now_ms an open circuit may send a probe

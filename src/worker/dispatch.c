@@ -1046,6 +1046,42 @@ retryable(const JfHttpResult *r)
 	return false;
 }
 
+/* A circuit changed state: its owner is told at the next turn. */
+static void
+note_change(JfWorkerState *ws, Oid owner, const char *origin, bool open)
+{
+	int			k;
+
+	ws->circuits_changed = true;
+	if (ws->dispatch->nchanges >= CIRCUIT_CHANGES_MAX)
+		return;
+	k = ws->dispatch->nchanges++;
+	ws->dispatch->changes[k].owner = owner;
+	ws->dispatch->changes[k].open = open;
+	strlcpy(ws->dispatch->changes[k].origin, origin, sizeof(ws->dispatch->changes[k].origin));
+}
+
+/*
+ * jobflow.reset_circuit() asked to close the circuits of origin, of owner
+ * (InvalidOid: of every owner): closed at once, their held tasks go at
+ * the next pick, and each owner whose circuit was open is told.
+ */
+void
+jf_dispatch_reset_circuits(JfWorkerState *ws, Oid owner, const char *origin)
+{
+	uint32		closed[CIRCUIT_CHANGES_MAX];
+	int			n = jf_circuits_reset(ws->circuits, owner, origin, closed, CIRCUIT_CHANGES_MAX);
+	int			k;
+
+	ws->circuits_changed = true;
+	for (k = 0; k < Min(n, CIRCUIT_CHANGES_MAX); k++)
+		note_change(ws, closed[k], origin, false);
+	if (n > 0)
+		ereport(LOG,
+				(errmsg("jobflow: %d circuit(s) to %s closed by jobflow.reset_circuit()",
+						n, origin)));
+}
+
 /*
  * Tell the circuit of a finished request's (owner, origin) what its result
  * says.  A change of state is logged, and counted for the metrics
@@ -1061,16 +1097,7 @@ circuit_result(JfWorkerState *ws, InFlightEntry *e, const JfHttpResult *r)
 	if (!jf_circuits_result(ws->circuits, e->task.owner, origin, (uint64) e->task.id,
 							cls, jf_now_ms()))
 		return;
-	ws->circuits_changed = true;
-	if (ws->dispatch->nchanges < CIRCUIT_CHANGES_MAX)
-	{
-		int			k = ws->dispatch->nchanges++;
-
-		ws->dispatch->changes[k].owner = e->task.owner;
-		ws->dispatch->changes[k].open = jf_circuits_open(ws->circuits) > before;
-		strlcpy(ws->dispatch->changes[k].origin, origin,
-				sizeof(ws->dispatch->changes[k].origin));
-	}
+	note_change(ws, e->task.owner, origin, jf_circuits_open(ws->circuits) > before);
 	if (jf_circuits_open(ws->circuits) > before)
 		ereport(LOG,
 				(errmsg("jobflow: the circuit of role %u to %s opened after %d consecutive failures; its tasks there are held but for a probe",

@@ -173,12 +173,8 @@ take_circuit_resets(JfWorkerState *ws)
 	for (i = 0; i < n; i++)
 	{
 		resets[i].origin[sizeof(resets[i].origin) - 1] = '\0';
-		if (jf_circuits_reset(ws->circuits, resets[i].owner, resets[i].origin) > 0)
-			ereport(LOG,
-					(errmsg("jobflow: the circuits to %s were closed by jobflow.reset_circuit()",
-							resets[i].origin)));
+		jf_dispatch_reset_circuits(ws, resets[i].owner, resets[i].origin);
 	}
-	ws->circuits_changed = true;
 }
 
 /*

@@ -224,11 +224,12 @@ def test_refused_connections_open_and_reset(db, app_role, endpoint, circuits):
     assert attempts(db, [other]) == {other: 1}
 
 
-def test_tenants_do_not_hold_each_other(db, new_role, endpoint, circuits):
+def test_tenants_do_not_hold_each_other(db, connect, new_role, endpoint, circuits):
     """Tenant A's failing paths open A's circuit only: B's tasks to the
     same origin go at once, B's view does not show A's circuit, B cannot
     reset it, and A's tasks to the origin's good paths are held too
-    (the circuit is the origin's, for A)."""
+    (the circuit is the origin's, for A); A's own reset releases them and
+    is told on A's channel."""
     circuits(600)
     a, b = new_role(), new_role()
     fail_three(db, a, endpoint)
@@ -256,9 +257,13 @@ def test_tenants_do_not_hold_each_other(db, new_role, endpoint, circuits):
     time.sleep(1.0)
     assert attempts(db, [a_good]) == {a_good: 0}
 
-    # A resets its own circuit: its held task goes
+    # A resets its own circuit: its held task goes, and A hears of it
+    listener = connect(user=a)
+    channel = query(listener, "SELECT jobflow.listen_outcomes() AS c")[0]["c"]
     with db.cursor() as cur:
         cur.execute("SET ROLE %s" % a)
         cur.execute("SELECT jobflow.reset_circuit(%s)", (endpoint.origin,))
         cur.execute("RESET ROLE")
     assert wait_final(db, a_good, timeout=10) == "succeeded"
+    said = [n.payload for n in notifications(listener, 1.0) if n.channel == channel]
+    assert "circuit:closed:" + endpoint.origin in said, said

@@ -111,10 +111,18 @@ test_reset_and_list(void)
 	CHECK(n == 3);
 	CHECK(info[0].state == JF_CIRCUIT_OPEN && info[1].state == JF_CIRCUIT_OPEN);
 	CHECK(info[2].state == JF_CIRCUIT_CLOSED && info[2].owner == 3 && info[2].failures == 1);
-	CHECK(jf_circuits_reset(c, 1, O) == 1);
+	{
+		uint32_t	closed[2] = {0, 0};
+
+		CHECK(jf_circuits_reset(c, 1, O, closed, 2) == 1 && closed[0] == 1);
+	}
 	CHECK(jf_circuits_room(c, 1, O, 20) == -1);
 	CHECK(jf_circuits_room(c, 2, O, 20) == 0);
-	CHECK(jf_circuits_reset(c, 0, O) == 1);	/* every owner's */
+	{
+		uint32_t	closed[2] = {0, 0};
+
+		CHECK(jf_circuits_reset(c, 0, O, closed, 2) == 1 && closed[0] == 2);	/* every owner's */
+	}
 	CHECK(jf_circuits_open(c) == 0);
 	/* a closed count older than the window is forgotten */
 	CHECK(jf_circuits_list(c, info, 8, 61000) == 0);
