@@ -219,13 +219,24 @@ class Tenancy:
             cur.execute("SELECT jobflow.schedule_cron(%(a_timer_name)s, '0 3 * * *', %(url)s,"
                         " headers => %(a_secret_headers)s, active => false)", ctx)
             ctx["a_timer"] = cur.fetchone()[0]
-            # a 503: A's circuit to the receiver counts a failure, a row of
-            # jobflow.endpoints for jobflow.circuit_window (a minute)
+        conn.close()
+        assert wait_final(t.su, ctx["a_failed"], timeout=30) == "failed"
+        # after the 400 (an answer: it would count A's failures from zero
+        # again), a 503: A's circuit to the receiver counts a failure, a row of
+        # jobflow.endpoints for jobflow.circuit_window (a minute); circuits
+        # on for it, should the suite's cluster have them off
+        self.circuits_were = value(t.su, "SHOW jobflow.circuit_failures")
+        if self.circuits_were == "0":
+            with t.su.cursor() as cur:
+                cur.execute("ALTER SYSTEM SET jobflow.circuit_failures = 10")
+                cur.execute("SELECT pg_reload_conf()")
+            time.sleep(0.5)
+        conn = t.connect(self.a)
+        with conn.cursor() as cur:
             cur.execute("SELECT jobflow.schedule(%s, max_attempts => 1)",
                         (receiver.url("/status/503?t=priv-" + run),))
             ctx["a_failed_503"] = cur.fetchone()[0]
         conn.close()
-        assert wait_final(t.su, ctx["a_failed"], timeout=30) == "failed"
         assert wait_final(t.su, ctx["a_failed_503"], timeout=30) == "failed"
         deadline = time.time() + 10     # published within a second
         while not value(t.su, "SELECT count(*) FROM jobflow.endpoints WHERE owner = %s::regrole",
@@ -248,6 +259,10 @@ def env(request, receiver):
     try:
         yield env
     finally:
+        if getattr(env, "circuits_were", None) == "0":
+            with env.target.su.cursor() as cur:
+                cur.execute("ALTER SYSTEM RESET jobflow.circuit_failures")
+                cur.execute("SELECT pg_reload_conf()")
         env.target.close()
 
 
