@@ -245,7 +245,6 @@ jf_dispatch_init(JfWorkerState *ws)
 				(errmsg("could not create the jobflow HTTP dispatcher: %s", errbuf)));
 	{
 		JfFairConfig fcfg = fair_config();
-
 		JfCircuitConfig ccfg = circuit_config();
 
 		ws->fair = jf_fair_create(&fcfg);
@@ -966,7 +965,6 @@ jf_dispatch_deadline(JfWorkerState *ws)
 {
 	int64		at = jf_fair_next_deadline(ws->fair);
 	int64		now = jf_now_ms();
-	/* and an open circuit's next probe */
 	int64		probe = jf_circuits_next_probe(ws->circuits, now);
 
 	if (at == INT64_MAX)
