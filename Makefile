@@ -17,6 +17,7 @@ PGFILEDESC = "jobflow - delayed and recurring HTTP callbacks"
 
 OBJS = \
 	src/jobflow.o \
+	src/core/circuit.o \
 	src/core/cron.o \
 	src/core/cron_parse.o \
 	src/core/fair.o \
@@ -52,6 +53,7 @@ OBJS = \
 	src/worker/worker.o \
 	src/worker/xact.o \
 	src/api/changes.o \
+	src/api/circuits.o \
 	src/api/commit_wake.o \
 	src/api/cron.o \
 	src/api/drops.o \

@@ -477,6 +477,43 @@ GRANT EXECUTE ON FUNCTION
 
 /* ---- end of section: quiet logging ---- */
 
+/* ---- section: circuits per (owner, origin) ---- */
+
+/*
+ * Issue 25, item 5: endpoints that heal.  After jobflow.circuit_failures
+ * consecutive failures (connection, timeout, TLS, DNS, 5xx) of one owner's
+ * requests to one origin, the worker holds that owner's due tasks there
+ * (pending, no attempt spent) but for one probe at growing intervals; a
+ * success closes the circuit (core/circuit.h).  A circuit is per (owner,
+ * origin): one tenant's failures never hold another tenant's tasks.  The
+ * workers publish their circuits in shared memory; _endpoints() shows the
+ * caller those of the roles whose privileges it has (members of
+ * jobflow_admin: all), and reset_circuit() closes the caller's own (or,
+ * for members of jobflow_admin, anyone's) at the workers' next turn.
+ */
+CREATE FUNCTION jobflow._endpoints(
+	OUT owner regrole, OUT origin text, OUT state text, OUT since timestamptz,
+	OUT failures integer, OUT held_tasks bigint, OUT next_probe timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'jobflow_endpoints'
+LANGUAGE C VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp;
+CREATE VIEW jobflow.endpoints AS
+SELECT e.owner, e.origin, e.state, e.since, e.failures, e.held_tasks, e.next_probe
+  FROM jobflow._endpoints() e;
+CREATE FUNCTION jobflow.reset_circuit(origin text, owner regrole DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'jobflow_reset_circuit'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION jobflow._endpoints(), jobflow.reset_circuit(text, regrole) FROM PUBLIC;
+REVOKE ALL ON jobflow.endpoints FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow._endpoints(), jobflow.reset_circuit(text, regrole)
+	TO jobflow_user, jobflow_admin;
+GRANT SELECT ON jobflow.endpoints TO jobflow_user, jobflow_admin;
+
+/* ---- end of section: circuits ---- */
+
 
 /* ---- section: privileges exactly as jobflow grants them ---- */
 
@@ -584,6 +621,17 @@ COMMENT ON FUNCTION jobflow.set_queue(text, integer, double precision, integer, 
 COMMENT ON TABLE jobflow.queues IS 'configured queues of each owner: pause, limits, priority, retention, which attempts are logged; a queue without a row has none (change with set_queue, pause_queue, resume_queue, drop_queue)';
 COMMENT ON COLUMN jobflow.queues.log_attempts IS
 	'all: every attempt goes to jobflow.task_log; failures: a success at a task''s first attempt writes no log row; NULL: jobflow.log_attempts';
+
+COMMENT ON VIEW jobflow.endpoints IS
+	'the circuits per (owner, origin) of the roles whose privileges the caller has: closed ones counting failures, open ones holding tasks';
+COMMENT ON COLUMN jobflow.endpoints.state IS 'closed (counting failures), open (tasks held), half_open (a probe in flight)';
+COMMENT ON COLUMN jobflow.endpoints.since IS 'when the circuit entered its state (closed: its first failure counted)';
+COMMENT ON COLUMN jobflow.endpoints.failures IS 'consecutive failures counted';
+COMMENT ON COLUMN jobflow.endpoints.held_tasks IS 'due tasks of the owner to the origin the open circuit holds';
+COMMENT ON COLUMN jobflow.endpoints.next_probe IS 'open: when the next probe may go (a due task of the owner to the origin)';
+COMMENT ON FUNCTION jobflow._endpoints() IS 'internal: the circuits the workers publish, filtered for the caller, for the view jobflow.endpoints';
+COMMENT ON FUNCTION jobflow.reset_circuit(text, regrole) IS
+	'close the circuits of an origin: the caller''s own (or owner''s); for members of jobflow_admin with no owner, every owner''s';
 
 /* ---- end of section: comments ---- */
 

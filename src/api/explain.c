@@ -35,6 +35,7 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
+#include "api/circuits.h"
 #include "api/cron.h"
 #include "api/metrics.h"
 #include "base/compat.h"
@@ -131,6 +132,13 @@ fmt_dur(int64 us)
 	if (s < 86400)
 		return psprintf("%d h %d min", (int) (s / 3600), (int) (s % 3600 / 60));
 	return psprintf("%lld d %d h", (long long) (s / 86400), (int) (s % 86400 / 3600));
+}
+
+/* A unix-milliseconds time (as the workers publish them) as timestamptz. */
+static TimestampTz
+jf_ms_ts(int64 ms)
+{
+	return ms * 1000 - (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
 }
 
 /* A string as a SQL literal, for the calls a hint suggests. */
@@ -580,6 +588,7 @@ explain_task(Out *out, const Task *t)
 		JfHostShared *host = NULL;
 		int			i;
 		bool		holds = false;
+		JfCircuitShared circuit;
 		uint64		in_flight = worker != NULL ? pg_atomic_read_u64(&worker->in_flight) : 0;
 
 		if (q_max_per_second > 0)
@@ -588,6 +597,28 @@ explain_task(Out *out, const Task *t)
 		for (i = 0; i < nhosts && origin != NULL; i++)
 			if (strcmp(hosts[i].origin, origin) == 0)
 				host = &hosts[i];
+
+		/*
+		 * An open circuit of (owner, origin) holds the task first, whatever
+		 * the caps below say: an origin that keeps failing for this owner
+		 * is left alone but for a probe (api/circuits.c).  Only the task's
+		 * own owner's circuit: the caller may see this task, so its
+		 * owner's.
+		 */
+		if (origin != NULL && jf_circuit_of(t->owner, origin, &circuit) &&
+			circuit.state != 0)
+		{
+			add_row(out, "circuit_open",
+					"the circuit of this owner to %s is %s since %s after %d consecutive failures (jobflow.circuit_failures is %d); its %lld due task(s) there are held, %s; jobflow.reset_circuit(%s%s) closes it",
+					origin, jf_circuit_state_name(circuit.state),
+					fmt_ts(jf_ms_ts(circuit.since_ms)), circuit.failures,
+					jobflow_circuit_failures, (long long) circuit.held,
+					circuit.state == 2 ? "a probe is in flight" :
+					psprintf("the next probe goes at %s or when the next task falls due after it",
+							 fmt_ts(jf_ms_ts(circuit.next_probe_ms))),
+					lit(origin), owner_arg(t));
+			holds = true;
+		}
 
 		if (q_max_concurrent > 0 && l.running_queue >= q_max_concurrent)
 		{
@@ -635,11 +666,6 @@ explain_task(Out *out, const Task *t)
 			holds = true;
 		}
 
-		/*
-		 * Circuits (an origin that keeps failing is left alone for a while)
-		 * go here once the worker has them: an open circuit holds the task
-		 * before the caps above.
-		 */
 
 		if (in_flight >= (uint64) jobflow_max_concurrent)
 		{

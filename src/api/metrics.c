@@ -30,6 +30,7 @@
 
 #include "base/compat.h"
 #include "api/as_owner.h"
+#include "api/circuits.h"
 #include "api/metrics.h"
 #include "base/metrics.h"
 #include "http/http.h"
@@ -651,6 +652,8 @@ emit_all(Emitter *em)
 	worker_held(em);
 	worker_turns(em);
 	busiest_hosts(em);
+	gauge(em, "jobflow_circuits_open", (double) jf_circuits_open_total(),
+		  "Circuits of (owner, origin) open or half-open: origins that failed jobflow.circuit_failures times in a row for an owner, whose tasks there are held but for a probe.");
 	gauge(em, "jobflow_wheel_tasks", (double) jf_gauge_sum(offsetof(JfSlot, wheel_tasks)),
 		  "Pending tasks held in the worker's time wheel.");
 	gauge(em, "jobflow_buffered_outcomes", (double) jf_gauge_sum(offsetof(JfSlot, buffered_rows)),

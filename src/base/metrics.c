@@ -52,6 +52,9 @@ jf_metrics_shmem_init(JfMetricsShared *m)
 		pg_atomic_init_u64(&m->counters[i], 0);
 	pg_atomic_init_u32(&m->hosts_changecount, 0);
 	m->nhosts = 0;
+	pg_atomic_init_u32(&m->circuits_changecount, 0);
+	m->ncircuits = 0;
+	m->circuits_open = 0;
 }
 
 /* Zero every figure of a slot taken by another database (writes only). */
@@ -76,6 +79,12 @@ jf_metrics_reset(JfMetricsShared *m)
 	m->nhosts = 0;
 	pg_write_barrier();
 	pg_atomic_fetch_add_u32(&m->hosts_changecount, 1);
+	/* and its circuits */
+	pg_atomic_fetch_add_u32(&m->circuits_changecount, 1);
+	m->ncircuits = 0;
+	m->circuits_open = 0;
+	pg_write_barrier();
+	pg_atomic_fetch_add_u32(&m->circuits_changecount, 1);
 }
 
 /* One observation of a histogram, in microseconds (negative counts as 0). */

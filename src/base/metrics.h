@@ -22,6 +22,9 @@
 #define JF_METRICS_TOP 10
 #define JF_METRICS_ORIGIN_MAX 300
 
+/* the circuits a worker publishes, at most (those not closed first) */
+#define JF_METRICS_CIRCUITS 64
+
 /* Bucket upper bounds, in milliseconds; one more bucket holds the rest. */
 #define JF_HIST_BUCKETS 16
 
@@ -62,6 +65,26 @@ typedef struct JfHostShared
 	int32		queued;
 } JfHostShared;
 
+/* One circuit of (owner, origin), as last published by the worker. */
+typedef struct JfCircuitShared
+{
+	char		origin[JF_METRICS_ORIGIN_MAX];
+	Oid			owner;
+	int32		state;			/* JfCircuitState (core/circuit.h) */
+	int32		failures;
+	int64		since_ms;		/* unix ms */
+	int64		next_probe_ms;	/* unix ms; 0: none planned */
+	int64		held;			/* due tasks parked behind it */
+} JfCircuitShared;
+
+/* A reset asked by jobflow.reset_circuit(), for the worker (JfSlot). */
+#define JF_CIRCUIT_RESETS 16
+typedef struct JfCircuitReset
+{
+	Oid			owner;			/* InvalidOid: every owner's */
+	char		origin[JF_METRICS_ORIGIN_MAX];
+} JfCircuitReset;
+
 typedef struct JfMetricsShared
 {
 	JfHistShared hist[JF_NHIST];
@@ -76,6 +99,17 @@ typedef struct JfMetricsShared
 	pg_atomic_uint32 hosts_changecount;
 	int			nhosts;
 	JfHostShared hosts[JF_METRICS_TOP];
+
+	/*
+	 * The circuits that count failures or are open, rewritten when one
+	 * changes state and at most once a second while any is not closed;
+	 * the same change count protocol.  circuits_open counts all of the
+	 * worker's open circuits, those beyond the array too.
+	 */
+	pg_atomic_uint32 circuits_changecount;
+	int			ncircuits;
+	int			circuits_open;
+	JfCircuitShared circuits[JF_METRICS_CIRCUITS];
 } JfMetricsShared;
 
 extern void jf_metrics_shmem_init(JfMetricsShared *m);

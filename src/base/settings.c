@@ -43,6 +43,10 @@ int			jobflow_log_flush_ms = 50;
 int			jobflow_claim_batch_size = 1000;
 int			jobflow_retry_base_ms = 1000;
 int			jobflow_retry_max_ms = 3600 * 1000;
+int			jobflow_circuit_failures = 10;
+int			jobflow_circuit_window_s = 60;
+int			jobflow_circuit_probe_min_s = 5;
+int			jobflow_circuit_probe_max_s = 300;
 int			jobflow_reconcile_ms = 5000;
 int			jobflow_shutdown_grace_ms = 5000;
 char	   *jobflow_deny_networks = NULL;
@@ -388,6 +392,31 @@ jf_settings_define(void)
 							"Longest delay between two attempts, Retry-After included.",
 							NULL, &jobflow_retry_max_ms, 3600 * 1000, 1, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, assign_retry_max_ms, NULL);
+	/*
+	 * Circuits per (owner, origin) (core/circuit.h): ten failures in a row
+	 * within a minute is an origin that is down, not one that hiccups (a
+	 * task's own retries ride out a few); a probe 5 s later, then every
+	 * 10, 20, ... up to 5 minutes, finds it back soon without hammering it.
+	 * A probe_max below probe_min is probe_min.
+	 */
+	DefineCustomIntVariable("jobflow.circuit_failures",
+							"Consecutive failures of one owner's requests to one origin that open its circuit; 0 means no circuits.",
+							"Failures are connection errors, timeouts, TLS and DNS errors and 5xx answers; any other answer counts them again from zero.",
+							&jobflow_circuit_failures, 10, 0, 1000000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("jobflow.circuit_window",
+							"How long after the first of them the consecutive failures must all come to open a circuit.",
+							NULL, &jobflow_circuit_window_s, 60, 1, 86400,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("jobflow.circuit_probe_min",
+							"How long an open circuit waits before its first probe; each failed probe doubles it.",
+							NULL, &jobflow_circuit_probe_min_s, 5, 1, 86400,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("jobflow.circuit_probe_max",
+							"Longest wait between two probes of an open circuit.",
+							"At least jobflow.circuit_probe_min.",
+							&jobflow_circuit_probe_max_s, 300, 1, 7 * 86400,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 	DefineCustomIntVariable("jobflow.reconcile_interval",
 							"How often the worker rescans the table for tasks it was not told about.",
 							"At most a third of jobflow.horizon.",

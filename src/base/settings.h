@@ -37,6 +37,10 @@ extern int	jobflow_log_flush_ms;
 extern int	jobflow_claim_batch_size;
 extern int	jobflow_retry_base_ms;
 extern int	jobflow_retry_max_ms;
+extern int	jobflow_circuit_failures;	/* 0: no circuits */
+extern int	jobflow_circuit_window_s;
+extern int	jobflow_circuit_probe_min_s;
+extern int	jobflow_circuit_probe_max_s;
 extern int	jobflow_reconcile_ms;
 extern int	jobflow_shutdown_grace_ms;
 extern char *jobflow_deny_networks;

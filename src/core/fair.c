@@ -148,6 +148,9 @@ struct JfFair
 	uint32_t	top[JF_FAIR_TOP];	/* the busiest hosts, in no order */
 	int			ntop;
 	uint32_t	sweep;			/* next host jf_fair_busiest() looks at */
+	JfFairGate	gate;			/* see jf_fair_set_gate() */
+	JfFairGateTaken gate_taken;
+	void	   *gate_arg;
 };
 
 static uint32_t
@@ -358,6 +361,74 @@ void
 jf_fair_set_config(JfFair *f, const JfFairConfig *cfg)
 {
 	f->cfg = *cfg;
+}
+
+void
+jf_fair_set_gate(JfFair *f, JfFairGate gate, JfFairGateTaken taken, void *arg)
+{
+	f->gate = gate;
+	f->gate_taken = taken;
+	f->gate_arg = arg;
+}
+
+const char *
+jf_fair_lane_origin(const JfFair *f, uint32_t queue)
+{
+	return f->hosts[f->queues[queue].host].origin;
+}
+
+uint32_t
+jf_fair_owner_of(const JfFair *f, uint32_t queue)
+{
+	return f->owners[f->queues[queue].owner].oid;
+}
+
+/* The index of origin in f->hosts, or NONE; creates nothing. */
+static uint32_t
+lookup_host(const JfFair *f, const char *origin)
+{
+	uint32_t	h = jf_hash_string(origin);
+	uint32_t	s;
+
+	if (f->host_index.size == 0)
+		return NONE;
+	for (s = h & (f->host_index.size - 1); f->host_index.slots[s] != 0;
+		 s = (s + 1) & (f->host_index.size - 1))
+	{
+		const Host *host = &f->hosts[f->host_index.slots[s] - 1];
+
+		if (host->hash == h && strcmp(host->origin, origin) == 0)
+			return f->host_index.slots[s] - 1;
+	}
+	return NONE;
+}
+
+void
+jf_fair_parked_of(const JfFair *f, int n, const uint32_t *owners,
+				  const char *const *origins, size_t *out)
+{
+	uint32_t	hosts[JF_FAIR_PARKED_OF_MAX];
+	uint32_t	i;
+	uint32_t	k;
+	int			j;
+
+	for (j = 0; j < n; j++)
+		out[j] = 0;
+	if (n > JF_FAIR_PARKED_OF_MAX)
+		n = JF_FAIR_PARKED_OF_MAX;
+	for (j = 0; j < n; j++)
+		hosts[j] = lookup_host(f, origins[j]);
+	if (f->cursor == NONE)
+		return;
+	/* the circle holds exactly the lanes with parked tasks */
+	for (i = f->cursor, k = 0; k < f->nactive; i = f->queues[i].next, k++)
+	{
+		const Queue *q = &f->queues[i];
+
+		for (j = 0; j < n; j++)
+			if (q->host == hosts[j] && f->owners[q->owner].oid == owners[j])
+				out[j] += q->count;
+	}
 }
 
 /*
@@ -894,6 +965,7 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 		int			took = 0;
 		bool		group_rated = false;
 		bool		host_rated = false;
+		bool		gated = false;
 
 		if (filter && g->cfg.priority != level)
 		{
@@ -909,6 +981,17 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 		if (g->cfg.max_concurrent > 0)
 			room = min_int(room, g->cfg.max_concurrent - g->claimed);
 		room = min_int(room, min_int(global_room, min_int(QUANTUM, max - n)));
+		/* an open circuit: before the rates, so that it spends no token */
+		if (room > 0 && f->gate != NULL)
+		{
+			int			limit = f->gate(o->oid, h->origin, f->gate_arg);
+
+			if (limit >= 0)
+			{
+				room = min_int(room, limit);
+				gated = true;
+			}
+		}
 		if (room > 0 && q->unsorted)
 			sort_queue(q);
 		if (room > 0 && g->cfg.max_per_second > 0)
@@ -943,6 +1026,8 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 			out[n].queue = i;
 			n++;
 			took++;
+			if (gated && f->gate_taken != NULL)
+				f->gate_taken(o->oid, h->origin, id, f->gate_arg);
 		}
 		if (g->cfg.max_per_second > 0)
 			jf_rate_spend(&g->rate, took, group_rated && q->count > 0);

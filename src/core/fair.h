@@ -104,9 +104,37 @@ typedef struct JfFairPick
  */
 typedef bool (*JfFairTake) (uint64_t id, uint32_t queue, void *arg);
 
+/*
+ * A gate on lanes (the worker's circuits, core/circuit.h): asked, before
+ * a lane with parked tasks is served, how many of (owner, origin)'s tasks
+ * may be taken now (-1: no limit of its own), and told of each task taken
+ * while it gave a limit.  Tasks it holds stay parked: no place, no rate is
+ * spent on them.
+ */
+typedef int (*JfFairGate) (uint32_t owner, const char *origin, void *arg);
+typedef void (*JfFairGateTaken) (uint32_t owner, const char *origin, uint64_t id,
+								 void *arg);
+
 extern JfFair *jf_fair_create(const JfFairConfig *cfg);
 extern void jf_fair_destroy(JfFair *f);
 extern void jf_fair_set_config(JfFair *f, const JfFairConfig *cfg);
+extern void jf_fair_set_gate(JfFair *f, JfFairGate gate, JfFairGateTaken taken,
+							 void *arg);
+
+/* The origin of lane queue ("scheme://host:port"), while the lane lives. */
+extern const char *jf_fair_lane_origin(const JfFair *f, uint32_t queue);
+
+/* The owner (role oid) of lane queue, while the lane lives. */
+extern uint32_t jf_fair_owner_of(const JfFair *f, uint32_t queue);
+
+/*
+ * Tasks parked in the lanes of each of n (owner, origin) pairs, into
+ * out[]: one look at every lane with parked tasks.  n is at most
+ * JF_FAIR_PARKED_OF_MAX (out[] beyond it stays 0).
+ */
+#define JF_FAIR_PARKED_OF_MAX 64
+extern void jf_fair_parked_of(const JfFair *f, int n, const uint32_t *owners,
+							  const char *const *origins, size_t *out);
 
 /*
  * The queue (lane) of (owner, named queue, the origin of url), created on

@@ -416,6 +416,8 @@ jf_slot_reset(JfSlot *s)
 	for (c = &s->horizon_end_ms; c <= &s->last_turn_ms; c++)
 		pg_atomic_write_u64(c, 0);
 	jf_metrics_reset(&s->metrics);
+	/* resets asked of the database the slot served before (a store) */
+	s->ncircuit_resets = 0;
 }
 
 /* what worker_status() and the metrics call each JfHeldReason */

@@ -99,9 +99,13 @@ typedef struct JfSlot
 	bool		requested;		/* CREATE EXTENSION since the worker looked */
 	pg_atomic_uint32 recheck;	/* DROP EXTENSION, subscriptions: look now */
 
-	slock_t		mutex;			/* protects worker_pid and latch */
+	slock_t		mutex;			/* protects worker_pid, latch and the
+								 * circuit resets */
 	pid_t		worker_pid;		/* 0 when no worker is attached */
 	Latch	   *worker_latch;
+	/* circuits to close, asked by jobflow.reset_circuit() (api/circuits.c) */
+	int			ncircuit_resets;
+	JfCircuitReset circuit_resets[JF_CIRCUIT_RESETS];
 	pg_atomic_uint64 horizon_end_ms;	/* unix ms: end of the loaded horizon */
 	pg_atomic_uint64 notify_before_ms;	/* unix ms; 0 = tell me everything */
 	pg_atomic_uint64 wheel_tasks;

@@ -40,6 +40,7 @@
 #include "utils/memutils.h"
 
 #include "worker/dispatch.h"
+#include "core/circuit.h"
 #include "base/compat.h"
 #include "base/fault.h"
 #include "base/signing.h"
@@ -74,6 +75,9 @@ typedef struct InFlightEntry
 	dlist_node	node;
 } InFlightEntry;
 
+/* circuit changes kept for notification between two turns; more are not told */
+#define CIRCUIT_CHANGES_MAX 64
+
 /* most due tasks moved from the wheel into the fair share per turn */
 #define MAX_PARKED_PER_TURN 100000
 
@@ -92,6 +96,14 @@ struct JfDispatch
 	bool		places_freed;	/* since the last pick */
 	MemoryContext claim_cxt;	/* requests between claim and submit */
 	uint64_t	stale_seen;		/* jf_http_stale_restarts, counted so far */
+	/* circuits that changed state, to be told their owners */
+	int			nchanges;
+	struct
+	{
+		Oid			owner;
+		bool		open;
+		char		origin[JF_FAIR_ORIGIN_MAX];
+	}			changes[CIRCUIT_CHANGES_MAX];
 };
 
 static JfHttpConfig
@@ -135,6 +147,87 @@ fair_config(void)
 	return cfg;
 }
 
+/* The circuits' settings (base/settings.c), in milliseconds. */
+static JfCircuitConfig
+circuit_config(void)
+{
+	JfCircuitConfig cfg;
+
+	cfg.failures = jobflow_circuit_failures;
+	cfg.window_ms = (int64) jobflow_circuit_window_s * 1000;
+	cfg.probe_min_ms = (int64) jobflow_circuit_probe_min_s * 1000;
+	cfg.probe_max_ms = (int64) jobflow_circuit_probe_max_s * 1000;
+	return cfg;
+}
+
+/*
+ * The fair share's gate: how many of (owner, origin)'s parked tasks its
+ * circuit lets go now (-1: no limit).  Costs nothing while every circuit
+ * is closed.
+ */
+static int
+circuit_gate(uint32_t owner, const char *origin, void *arg)
+{
+	JfWorkerState *ws = (JfWorkerState *) arg;
+
+	if (jf_circuits_open(ws->circuits) == 0)
+		return -1;
+	return jf_circuits_room(ws->circuits, owner, origin, jf_now_ms());
+}
+
+/* A task taken through an open circuit: its probe. */
+static void
+circuit_taken(uint32_t owner, const char *origin, uint64_t id, void *arg)
+{
+	JfWorkerState *ws = (JfWorkerState *) arg;
+
+	jf_circuits_taken(ws->circuits, owner, origin, id, jf_now_ms());
+}
+
+/*
+ * A picked task that was not sent after all (not claimed, handed back): if
+ * it was a circuit's probe, another task may probe at once.
+ */
+static void
+circuit_unsent(JfWorkerState *ws, uint32 queue, int64 id)
+{
+	if (jf_circuits_open(ws->circuits) > 0)
+		jf_circuits_unsent(ws->circuits, jf_fair_owner_of(ws->fair, queue),
+						   jf_fair_lane_origin(ws->fair, queue), (uint64) id, jf_now_ms());
+}
+
+/*
+ * What a result says of its origin, for the circuits: the failures of the
+ * origin itself (no connection, no answer in time, a broken TLS handshake
+ * or DNS, a 5xx, a connection reset) count; any other answer (2xx, 3xx,
+ * 4xx) shows it alive; a 408 or 429 (it asks to be left alone, which
+ * retries already honour) and what never reached it (a denied address, a
+ * redirect not followed) say nothing.
+ */
+static JfCircuitResult
+circuit_class(const JfHttpResult *r)
+{
+	switch (jf_http_result_class(r))
+	{
+		case JF_CLASS_5XX:
+		case JF_CLASS_TIMEOUT:
+		case JF_CLASS_CONNECT:
+		case JF_CLASS_DNS:
+		case JF_CLASS_TLS:
+		case JF_CLASS_NO_ANSWER:
+		case JF_CLASS_OTHER:
+			return JF_CIRCUIT_FAILURE;
+		case JF_CLASS_2XX:
+		case JF_CLASS_3XX:
+			return JF_CIRCUIT_SUCCESS;
+		case JF_CLASS_4XX:
+			return r->http_status == 408 || r->http_status == 429 ?
+				JF_CIRCUIT_NEUTRAL : JF_CIRCUIT_SUCCESS;
+		default:
+			return JF_CIRCUIT_NEUTRAL;
+	}
+}
+
 void
 jf_dispatch_init(JfWorkerState *ws)
 {
@@ -153,13 +246,16 @@ jf_dispatch_init(JfWorkerState *ws)
 				(errmsg("could not create the jobflow HTTP dispatcher: %s", errbuf)));
 	{
 		JfFairConfig fcfg = fair_config();
+		JfCircuitConfig ccfg = circuit_config();
 
 		ws->fair = jf_fair_create(&fcfg);
+		ws->circuits = jf_circuits_create(&ccfg);
 	}
-	if (ws->fair == NULL)
+	if (ws->fair == NULL || ws->circuits == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory creating the jobflow fair share")));
+	jf_fair_set_gate(ws->fair, circuit_gate, circuit_taken, ws);
 }
 
 /* Settings changed on SIGHUP: new caps apply at once. */
@@ -168,8 +264,10 @@ jf_dispatch_reconfigure(JfWorkerState *ws)
 {
 	JfHttpConfig cfg = http_config();
 	JfFairConfig fcfg = fair_config();
+	JfCircuitConfig ccfg = circuit_config();
 
 	jf_fair_set_config(ws->fair, &fcfg);
+	jf_circuits_set_config(ws->circuits, &ccfg);
 	if (!jf_http_set_config(ws->http, &cfg))
 		ereport(WARNING,
 				(errmsg("out of memory applying new jobflow HTTP settings; the old ones stay")));
@@ -390,6 +488,7 @@ unsend(JfWorkerState *ws, InFlightEntry *e)
 {
 	JfOutcomeRow	row;
 
+	circuit_unsent(ws, e->task.queue, e->task.id);
 	release_place(ws, e->task.queue);
 	memset(&row, 0, sizeof(row));
 	row.id = e->task.id;
@@ -464,7 +563,10 @@ handle_unclaimed(JfWorkerState *ws, JfFairPick *picks, int n, bool *claimed,
 			gone[ngone++] = picks[k];
 	}
 	for (k = 0; k < ngone; k++)
+	{
+		circuit_unsent(ws, gone[k].queue, (int64) gone[k].id);
 		release_place(ws, gone[k].queue);
+	}
 	for (k = 0; k < ngone; k++)
 	{
 		int64		id = (int64) gone[k].id;
@@ -856,17 +958,19 @@ jf_dispatch_rescue_strays(JfWorkerState *ws)
 }
 
 /*
- * When the loop must come back for a rate's next token (jobflow's ms
- * clock); INT64_MAX when no parked task waits for one.
+ * When the loop must come back for a rate's next token or a circuit's next
+ * probe (jobflow's ms clock); INT64_MAX when no parked task waits for one.
  */
 int64
 jf_dispatch_deadline(JfWorkerState *ws)
 {
 	int64		at = jf_fair_next_deadline(ws->fair);
+	int64		now = jf_now_ms();
+	int64		probe = jf_circuits_next_probe(ws->circuits, now);
 
 	if (at == INT64_MAX)
-		return INT64_MAX;
-	return jf_now_ms() + Max((int64) 0, (at - jf_rate_clock_us() + 999) / 1000);
+		return probe;
+	return Min(probe, now + Max((int64) 0, (at - jf_rate_clock_us() + 999) / 1000));
 }
 
 /*
@@ -880,7 +984,11 @@ jf_dispatch_recover(JfWorkerState *ws)
 	int			k;
 
 	for (k = 0; k < ws->dispatch->nclaiming; k++)
+	{
+		circuit_unsent(ws, ws->dispatch->claiming[k].queue,
+					   (int64) ws->dispatch->claiming[k].id);
 		release_place(ws, ws->dispatch->claiming[k].queue);
+	}
 	ws->dispatch->nclaiming = 0;
 	/* committed but never handed to libcurl: nothing was sent */
 	for (k = ws->dispatch->nsubmitted; k < ws->dispatch->ncommitted; k++)
@@ -937,6 +1045,68 @@ retryable(const JfHttpResult *r)
 	return false;
 }
 
+/* A circuit changed state: its owner is told at the next turn. */
+static void
+note_change(JfWorkerState *ws, Oid owner, const char *origin, bool open)
+{
+	int			k;
+
+	ws->circuits_changed = true;
+	if (ws->dispatch->nchanges >= CIRCUIT_CHANGES_MAX)
+		return;
+	k = ws->dispatch->nchanges++;
+	ws->dispatch->changes[k].owner = owner;
+	ws->dispatch->changes[k].open = open;
+	strlcpy(ws->dispatch->changes[k].origin, origin, sizeof(ws->dispatch->changes[k].origin));
+}
+
+/*
+ * jobflow.reset_circuit() asked to close the circuits of origin, of owner
+ * (InvalidOid: of every owner): closed at once, their held tasks go at
+ * the next pick, and each owner whose circuit was open is told.
+ */
+void
+jf_dispatch_reset_circuits(JfWorkerState *ws, Oid owner, const char *origin)
+{
+	uint32		closed[CIRCUIT_CHANGES_MAX];
+	int			n = jf_circuits_reset(ws->circuits, owner, origin, closed, CIRCUIT_CHANGES_MAX);
+	int			k;
+
+	ws->circuits_changed = true;
+	for (k = 0; k < Min(n, CIRCUIT_CHANGES_MAX); k++)
+		note_change(ws, closed[k], origin, false);
+	if (n > 0)
+		ereport(LOG,
+				(errmsg("jobflow: %d circuit(s) to %s closed by jobflow.reset_circuit()",
+						n, origin)));
+}
+
+/*
+ * Tell the circuit of a finished request's (owner, origin) what its result
+ * says.  A change of state is logged, and counted for the metrics
+ * (jobflow_circuits_open is published with the circuits).
+ */
+static void
+circuit_result(JfWorkerState *ws, InFlightEntry *e, const JfHttpResult *r)
+{
+	const char *origin = jf_fair_lane_origin(ws->fair, e->task.queue);
+	JfCircuitResult cls = circuit_class(r);
+	int			before = jf_circuits_open(ws->circuits);
+
+	if (!jf_circuits_result(ws->circuits, e->task.owner, origin, (uint64) e->task.id,
+							cls, jf_now_ms()))
+		return;
+	note_change(ws, e->task.owner, origin, jf_circuits_open(ws->circuits) > before);
+	if (jf_circuits_open(ws->circuits) > before)
+		ereport(LOG,
+				(errmsg("jobflow: the circuit of role %u to %s opened after %d consecutive failures; its tasks there are held but for a probe",
+						e->task.owner, origin, jobflow_circuit_failures)));
+	else
+		ereport(LOG,
+				(errmsg("jobflow: the circuit of role %u to %s closed: it answered again",
+						e->task.owner, origin)));
+}
+
 /* Turn one finished request into an outcome row (and maybe a retry). */
 static void
 record_result(JfWorkerState *ws, JfHttpResult *r)
@@ -953,8 +1123,12 @@ record_result(JfWorkerState *ws, JfHttpResult *r)
 
 	/*
 	 * Out of flight first: an error below leaves the task running with no
-	 * request, which the stray rescue after the error puts back.
+	 * request, which the stray rescue after the error puts back.  The
+	 * circuit of its (owner, origin) hears of it before: the lane is
+	 * alive while the request is claimed.
 	 */
+	if (e->task.generation == jf_guard_generation())
+		circuit_result(ws, e, r);
 	release_place(ws, e->task.queue);
 	dlist_delete(&e->node);
 	/* claimed from a dropped extension: its outcome belongs to no task */
@@ -1019,6 +1193,42 @@ record_result(JfWorkerState *ws, JfHttpResult *r)
 	}
 	jf_log_writer_add(ws->log, &row);
 	free_entry(e);
+}
+
+/*
+ * Tell each owner whose circuit opened or closed, on its outcome channel
+ * (jobflow.outcome_channel(): only it, its members and jobflow_admin can
+ * listen there), with the payload "circuit:open:<origin>" or
+ * "circuit:closed:<origin>".  One transaction for the changes of a turn;
+ * they are rare (a circuit opens after jobflow.circuit_failures failures).
+ */
+void
+jf_dispatch_notify_circuits(JfWorkerState *ws)
+{
+	Oid			types[2] = {OIDOID, TEXTOID};
+	int			k;
+	int			n;
+
+	if (ws->dispatch == NULL || ws->dispatch->nchanges == 0)
+		return;
+	/* told once at most: an error here must not repeat at every turn */
+	n = ws->dispatch->nchanges;
+	ws->dispatch->nchanges = 0;
+	jf_xact_begin("jobflow: notify circuit changes");
+	for (k = 0; k < n; k++)
+	{
+		Datum		values[2];
+
+		values[0] = ObjectIdGetDatum(ws->dispatch->changes[k].owner);
+		values[1] = CStringGetTextDatum(psprintf("circuit:%s:%s",
+												 ws->dispatch->changes[k].open ? "open" : "closed",
+												 ws->dispatch->changes[k].origin));
+		if (SPI_execute_with_args("SELECT pg_catalog.pg_notify(jobflow._outcome_channel($1::pg_catalog.regrole), $2)",
+								  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not notify a circuit change");
+	}
+	jf_xact_count_statements(n);
+	jf_xact_commit();
 }
 
 /* Drive libcurl and record every finished request. */

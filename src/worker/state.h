@@ -154,6 +154,8 @@ typedef struct JfWorkerState
 	struct taskmap_hash *map;	/* task id -> wheel handle */
 	JfHttp	   *http;
 	JfFair	   *fair;			/* due tasks parked per (owner, origin) */
+	struct JfCircuits *circuits;	/* per (owner, origin): core/circuit.h */
+	bool		circuits_changed;	/* a state changed since last published */
 	struct JfLogWriter *log;	/* outcomes waiting to be written */
 	struct JfDispatch *dispatch;	/* requests claimed and in flight */
 	struct JfPrune *prune;		/* when the next batch of pruning goes */

@@ -26,6 +26,7 @@
 #include "worker/worker.h"
 #include "base/compat.h"
 #include "base/fault.h"
+#include "core/circuit.h"
 #include "launcher/prepared.h"
 #include "launcher/restore.h"
 #include "worker/cron.h"
@@ -142,6 +143,94 @@ publish_hosts(JfFair *f)
 	hosts_shown = n > 0;
 }
 
+/* the circuits: published when one changes state, else at most this often */
+#define CIRCUITS_PUBLISH_MS 1000
+static int64 circuits_next_ms = 0;
+static bool circuits_shown = true;
+
+StaticAssertDecl(JF_METRICS_CIRCUITS <= JF_FAIR_PARKED_OF_MAX, "held tasks of each circuit shown");
+StaticAssertDecl(JF_CIRCUIT_CLOSED == 0 && JF_CIRCUIT_OPEN == 1 &&
+				 JF_CIRCUIT_HALF_OPEN == 2, "circuit states as api/circuits.c names them");
+
+/*
+ * Close the circuits jobflow.reset_circuit() named since the last turn
+ * (the backend wakes the worker after asking).
+ */
+static void
+take_circuit_resets(JfWorkerState *ws)
+{
+	JfCircuitReset resets[JF_CIRCUIT_RESETS];
+	int			n;
+	int			i;
+
+	if (ws->circuits == NULL || jf_my_slot->ncircuit_resets == 0)
+		return;
+	SpinLockAcquire(&jf_my_slot->mutex);
+	n = Min(jf_my_slot->ncircuit_resets, JF_CIRCUIT_RESETS);
+	memcpy(resets, jf_my_slot->circuit_resets, sizeof(JfCircuitReset) * n);
+	jf_my_slot->ncircuit_resets = 0;
+	SpinLockRelease(&jf_my_slot->mutex);
+	for (i = 0; i < n; i++)
+	{
+		resets[i].origin[sizeof(resets[i].origin) - 1] = '\0';
+		jf_dispatch_reset_circuits(ws, resets[i].owner, resets[i].origin);
+	}
+}
+
+/*
+ * Publish the circuits that count failures or are open (the worker, once
+ * per turn): at once after a change of state, else at most once a second,
+ * and not at all while there are none and none is shown.  With each,
+ * the due tasks it holds, counted in one look at the lanes with parked
+ * tasks.
+ */
+static void
+publish_circuits(JfWorkerState *ws)
+{
+	JfMetricsShared *m = &jf_my_slot->metrics;
+	JfCircuitInfo list[JF_METRICS_CIRCUITS];
+	uint32		owners[JF_METRICS_CIRCUITS];
+	const char *origins[JF_METRICS_CIRCUITS];
+	size_t		held[JF_METRICS_CIRCUITS];
+	int64		now = jf_now_ms();
+	int			n;
+	int			i;
+
+	if (ws->circuits == NULL || ws->fair == NULL)
+		return;
+	if (!ws->circuits_changed && now < circuits_next_ms)
+		return;
+	if (!ws->circuits_changed && !circuits_shown && jf_circuits_count(ws->circuits) == 0)
+		return;
+	ws->circuits_changed = false;
+	circuits_next_ms = now + CIRCUITS_PUBLISH_MS;
+	n = jf_circuits_list(ws->circuits, list, JF_METRICS_CIRCUITS, now);
+	for (i = 0; i < n; i++)
+	{
+		owners[i] = list[i].owner;
+		origins[i] = list[i].origin;
+	}
+	jf_fair_parked_of(ws->fair, n, owners, origins, held);
+	pg_atomic_fetch_add_u32(&m->circuits_changecount, 1);	/* a full barrier */
+	for (i = 0; i < n; i++)
+	{
+		JfCircuitShared *c = &m->circuits[i];
+
+		strlcpy(c->origin, list[i].origin, sizeof(c->origin));
+		c->owner = list[i].owner;
+		c->state = (int32) list[i].state;
+		c->failures = list[i].failures;
+		c->since_ms = list[i].since_ms;
+		c->next_probe_ms = list[i].next_probe_ms;
+		c->held = list[i].state == JF_CIRCUIT_CLOSED ? 0 : (int64) held[i];
+	}
+	m->ncircuits = n;
+	m->circuits_open = jf_circuits_open(ws->circuits);
+	pg_write_barrier();
+	pg_atomic_fetch_add_u32(&m->circuits_changecount, 1);
+	circuits_shown = n > 0;
+}
+
 /*
  * When the worker must wake to publish again: while anything is claimed
  * or parked, or the last publication still shows origins; never when
@@ -175,6 +264,7 @@ publish_stats(JfWorkerState *ws)
 		pg_atomic_write_u64(&jf_my_slot->queued,
 							jf_http_queued(ws->http) + jf_fair_parked(ws->fair));
 		publish_hosts(ws->fair);
+		publish_circuits(ws);
 	}
 }
 
@@ -603,6 +693,7 @@ run_loop(JfWorkerState *ws, WaitEventSet *wes)
 			jf_guard_look_soon();
 		}
 		more_due = jf_feed_take_wakeups(ws);
+		take_circuit_resets(ws);
 
 		jf_dispatch_collect(ws);
 		/* held whole: nothing of its own is written (see guard.c) */
@@ -612,6 +703,9 @@ run_loop(JfWorkerState *ws, WaitEventSet *wes)
 			jf_guard_sweep_roles();
 		if (jf_queues_refresh(ws, false))
 			jf_prune_reset_mark(ws->prune);
+		/* circuits opened or closed: their owners hear of it */
+		if (!whole)
+			jf_dispatch_notify_circuits(ws);
 		/* paused: the wheel's deadlines do not wake the loop */
 		if (!paused)
 			more_due |= jf_dispatch_due(ws, jf_now_ms());

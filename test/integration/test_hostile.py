@@ -528,6 +528,15 @@ TENANT_CALLS = [
     Call("explain_cron its own timer", F("explain_cron"),
          "SELECT * FROM jobflow.explain_cron(%(timer)s)", must="succeed"),
     # ---- end of explain ----
+    # ---- circuits (issue 25, item 5) ----
+    Call("endpoints", R("endpoints", "SELECT") | F("_endpoints"),
+         "SELECT * FROM jobflow.endpoints", must="succeed"),
+    Call("_endpoints", F("_endpoints"), "SELECT * FROM jobflow._endpoints()", must="succeed"),
+    Call("reset_circuit of its own", F("reset_circuit"),
+         "SELECT jobflow.reset_circuit(%(url)s)", must="succeed"),
+    Call("reset_circuit owner itself", F("reset_circuit"),
+         "SELECT jobflow.reset_circuit(%(url)s, %(me)s::regrole)"),
+    # ---- end of circuits ----
     Call("cron: select", R("cron", "SELECT"), "SELECT * FROM jobflow.cron"),
     Call("cron_timers: select", R("cron_timers", "SELECT"), "SELECT * FROM jobflow.cron_timers"),
     Call("INSERT INTO cron_timers with a header secret", R("cron_timers", "INSERT"),
@@ -652,6 +661,10 @@ MONITOR_CALLS = [
     Call("cron_next", set(), "SELECT jobflow.cron_next('* * * * *')", must="refuse"),
     Call("outcome_channel", set(), "SELECT jobflow.outcome_channel()", must="refuse"),
     Call("listen_outcomes", set(), "SELECT jobflow.listen_outcomes()", must="refuse"),
+    # ---- circuits (issue 25, item 5) ----
+    Call("endpoints", set(), "SELECT * FROM jobflow.endpoints", must="refuse"),
+    Call("reset_circuit", set(), "SELECT jobflow.reset_circuit(%(url)s)", must="refuse"),
+    # ---- end of circuits ----
 ]
 
 # a member of jobflow_admin, on the tenant's objects (made by admin_setup)
@@ -708,6 +721,14 @@ ADMIN_CALLS = [
     Call("explain the tenant's task", F("explain"), "SELECT * FROM jobflow.explain(%(ttask)s)",
          must="succeed"),
     # ---- end of explain ----
+    # ---- circuits (issue 25, item 5) ----
+    Call("endpoints of every tenant", R("endpoints", "SELECT") | F("_endpoints"),
+         "SELECT * FROM jobflow.endpoints", must="succeed"),
+    Call("reset_circuit of the tenant", F("reset_circuit"),
+         "SELECT jobflow.reset_circuit(%(url)s, %(tenant)s::regrole)", must="succeed"),
+    Call("reset_circuit of every owner", F("reset_circuit"),
+         "SELECT jobflow.reset_circuit(%(url)s)", must="succeed"),
+    # ---- end of circuits ----
     Call("cancel the tenant's task", F("cancel"), "SELECT jobflow.cancel(%(ttask)s)",
          must="succeed"),
     Call("retry the tenant's task", F("retry"), "SELECT jobflow.retry(%(ttask)s)", must="succeed"),

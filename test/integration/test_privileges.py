@@ -43,6 +43,7 @@ import json
 import os
 import re
 import sys
+import time
 import uuid
 
 import psycopg2
@@ -220,6 +221,27 @@ class Tenancy:
             ctx["a_timer"] = cur.fetchone()[0]
         conn.close()
         assert wait_final(t.su, ctx["a_failed"], timeout=30) == "failed"
+        # after the 400 (an answer: it would count A's failures from zero
+        # again), a 503: A's circuit to the receiver counts a failure, a row of
+        # jobflow.endpoints for jobflow.circuit_window (a minute); circuits
+        # on for it, should the suite's cluster have them off
+        self.circuits_were = value(t.su, "SHOW jobflow.circuit_failures")
+        if self.circuits_were == "0":
+            with t.su.cursor() as cur:
+                cur.execute("ALTER SYSTEM SET jobflow.circuit_failures = 10")
+                cur.execute("SELECT pg_reload_conf()")
+            time.sleep(0.5)
+        conn = t.connect(self.a)
+        with conn.cursor() as cur:
+            cur.execute("SELECT jobflow.schedule(%s, max_attempts => 1)",
+                        (receiver.url("/status/503?t=priv-" + run),))
+            ctx["a_failed_503"] = cur.fetchone()[0]
+        conn.close()
+        assert wait_final(t.su, ctx["a_failed_503"], timeout=30) == "failed"
+        deadline = time.time() + 10     # published within a second
+        while not value(t.su, "SELECT count(*) FROM jobflow.endpoints WHERE owner = %s::regrole",
+                        (self.a,)) and time.time() < deadline:
+            time.sleep(0.1)
         self.ctx = ctx
 
     def snapshot(self):
@@ -237,6 +259,10 @@ def env(request, receiver):
     try:
         yield env
     finally:
+        if getattr(env, "circuits_were", None) == "0":
+            with env.target.su.cursor() as cur:
+                cur.execute("ALTER SYSTEM RESET jobflow.circuit_failures")
+                cur.execute("SELECT pg_reload_conf()")
         env.target.close()
 
 
@@ -330,6 +356,8 @@ REACH = {
         "select": "SELECT count(*) FROM jobflow.secret_names WHERE owner = %(a)s::regrole"},
     "jobflow.signing_keys": {
         "select": "SELECT count(*) FROM jobflow.signing_keys WHERE owner = %(a)s::regrole"},
+    "jobflow.endpoints": {
+        "select": "SELECT count(*) FROM jobflow.endpoints WHERE owner = %(a)s::regrole"},
     # no rows of a tenant: a role that may read them reads them all
     "jobflow.installation": {"select": "SELECT count(*) FROM jobflow.installation"},
     "jobflow.stats": {"select": "SELECT count(*) FROM jobflow.stats"},
@@ -449,6 +477,12 @@ OTHER_TENANT = [
     ("jobflow.set_cron_active", "SELECT jobflow.set_cron_active(%(a_timer_name)s, true)", "true"),
     ("jobflow.unschedule_cron", "SELECT jobflow.unschedule_cron(%(a_timer_name)s)", "true"),
     ("jobflow.explain", "SELECT count(*) FROM jobflow.explain(%(a_pending)s)", "rows"),
+    ("jobflow.endpoints", "SELECT count(*) FROM jobflow.endpoints WHERE owner = %(a)s::regrole",
+     "rows"),
+    ("jobflow._endpoints", "SELECT count(*) FROM jobflow._endpoints() WHERE owner = %(a)s::regrole",
+     "rows"),
+    ("jobflow.reset_circuit", "SELECT jobflow.reset_circuit(%(url)s, %(a)s::regrole)", "refused"),
+    ("jobflow.reset_circuit", "SELECT jobflow.reset_circuit(%(url)s)", "none"),
     ("jobflow.explain_cron", "SELECT count(*) FROM jobflow.explain_cron(%(a_timer_name)s)", "rows"),
     ("jobflow.schedule_cron", "SELECT jobflow.schedule_cron(%(a_timer_name)s, '0 4 * * *', %(url)s,"
                               " active => false)", "none"),
