@@ -465,6 +465,15 @@ ALTER TABLE jobflow.cron_timers
 	ADD COLUMN last_skipped_at timestamptz;
 GRANT INSERT (overlap), UPDATE (overlap) ON jobflow.cron_timers TO jobflow_user, jobflow_admin;
 
+/*
+ * The claim looks for an earlier unfinished occurrence of a cron task's
+ * timer: through this index it reads the timer's few pending and running
+ * tasks, not every occurrence kept since the timer began (the unique
+ * index on (cron_id, cron_at) holds the finished ones too).
+ */
+CREATE INDEX tasks_cron_unfinished ON jobflow.tasks (cron_id, cron_at)
+	WHERE cron_id IS NOT NULL AND state IN ('pending', 'running');
+
 DROP FUNCTION jobflow.schedule_cron(text, text, text, jsonb, jsonb, text, text, integer, integer,
 									text, text, text, boolean, text);
 CREATE FUNCTION jobflow.schedule_cron(

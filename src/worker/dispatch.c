@@ -438,11 +438,12 @@ compare_pick(const void *a, const void *b)
  * An earlier occurrence of the same timer than task d, still pending
  * (retries included) or running: p over jobflow.tasks, with p.cron_id =
  * d.cron_id.  "Earlier" is by the occurrence it stands for, then by id.
- * The partial index on (cron_id, cron_at) finds them.
+ * The partial index of unfinished cron tasks on (cron_id, cron_at) finds
+ * them, among the few pending and running tasks of the timer only.
  */
 #define OVERLAP_EARLIER_SQL(p, d) \
-	p ".state IN ('pending', 'running')" \
-	" AND (" p ".cron_at < " d ".cron_at OR (" p ".cron_at = " d ".cron_at AND " p ".id < " d ".id))"
+	p ".state IN ('pending', 'running') AND " p ".cron_at <= " d ".cron_at" \
+	" AND (" p ".cron_at < " d ".cron_at OR " p ".id < " d ".id)"
 
 /*
  * The overlap policy of cron timers, for due occurrences the claim left
