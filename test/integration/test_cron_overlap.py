@@ -8,7 +8,8 @@
 # Three per-second timers call a receiver that takes 2.2 s to answer, at
 # the same time, for about 7 s: with overlap 'skip' no two of its calls
 # are ever in flight, the occurrences in between are cancelled and
-# counted (on the timer, in jobflow.cron and in jobflow_cron_skipped_total);
+# counted (on the timer, in jobflow.cron and in jobflow_cron_skipped_total),
+# and explain_cron() names the occurrence in flight;
 # with 'queue' its calls run one after the other, an occurrence waits for
 # the previous one, and one falling due while another waits is cancelled
 # and counted; with 'allow' (the default) calls overlap.  Whether two
@@ -79,8 +80,12 @@ def three_timers(receiver):
                                 (name, url, policy))
                 ids[policy] = cur.fetchone()[0]
         waiting = running = 0
+        explained = set()
         deadline = time.time() + RUN_FOR
         while time.time() < deadline:
+            explained |= {r["explanation"] for r in query(
+                conn, "SELECT explanation FROM jobflow.explain_cron(%s) WHERE reason = 'overlap'",
+                (names["skip"],))}
             waiting = max(waiting, call(conn, """
                 SELECT count(*) FROM jobflow.tasks
                  WHERE cron_id = %s AND state = 'pending' AND attempts = 0
@@ -109,7 +114,8 @@ def three_timers(receiver):
             print("overlap %s: %d runs, %d skipped, start after previous end: %s"
                   % (policy, len(runs), len(skipped), " ".join(gaps)))
         yield {"ids": ids, "names": names, "result": result, "counted": counted,
-               "metric": after - before, "waiting": waiting, "running": running}
+               "metric": after - before, "waiting": waiting, "running": running,
+               "explained": explained}
     finally:
         with conn.cursor() as cur:
             for name in names.values():
@@ -131,6 +137,10 @@ def test_skip_never_two_in_flight(three_timers):
     assert counted["overlap"] == "skip"
     assert counted["skipped"] == len(skipped)
     assert counted["last_skipped_at"] is not None
+    # explain_cron() says which occurrence holds the next ones
+    assert any("is still running: with overlap 'skip' the occurrences falling due until it"
+               " has finished are skipped" in e for e in three_timers["explained"]), \
+        three_timers["explained"]
 
 
 def test_queue_runs_back_to_back(three_timers):
