@@ -455,6 +455,9 @@ compare_pick(const void *a, const void *b)
  * already waits.  Each cancelled occurrence is counted on its timer, whose
  * row is locked with SKIP LOCKED like the task's: a tenant holding a lock
  * on its own timer delays its own occurrences only, never the worker.
+ * An occurrence that has started (attempts > 0) is never held: its
+ * retries go on, whatever became pending before it meanwhile (a redrive,
+ * an occurrence missed while the server was down).
  * Inside the claim's transaction; a statement only when the claim left
  * picks, which is rare.  Returns how many were cancelled.
  */
@@ -473,7 +476,8 @@ skip_overlapping(JfWorkerState *ws, Datum ids, int64 now_ms)
 			"WITH w AS ("
 			"  SELECT d.id, d.cron_id, o.overlap FROM jobflow.tasks d, jobflow.cron_timers o"
 			"   WHERE d.id = ANY ($1) AND d.run_at <= $2 AND " JF_PENDING_SQL("d")
-			"     AND d.cron_id IS NOT NULL AND o.id = d.cron_id AND o.overlap <> 'allow'"
+			"     AND d.cron_id IS NOT NULL AND d.attempts = 0"
+			"     AND o.id = d.cron_id AND o.overlap <> 'allow'"
 			"     AND (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM jobflow.tasks p"
 			"           WHERE p.cron_id = d.cron_id AND " OVERLAP_EARLIER_SQL("p", "d")
 			"           LIMIT 2) e) >= CASE WHEN o.overlap = 'skip' THEN 1 ELSE 2 END"
@@ -667,7 +671,7 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"   WHERE d.id OPERATOR(pg_catalog.=) ANY ($1) AND d.run_at <= $2"
 			"     AND " JF_PENDING_SQL("d")
 			"     AND EXISTS (SELECT 1 FROM pg_catalog.pg_authid a WHERE a.oid = d.owner)"
-			"     AND (d.cron_id IS NULL OR NOT EXISTS ("
+			"     AND (d.cron_id IS NULL OR d.attempts > 0 OR NOT EXISTS ("
 			"          SELECT 1 FROM jobflow.cron_timers o, jobflow.tasks p"
 			"           WHERE o.id = d.cron_id AND o.overlap <> 'allow'"
 			"             AND p.cron_id = d.cron_id AND " OVERLAP_EARLIER_SQL("p", "d") "))"

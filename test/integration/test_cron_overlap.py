@@ -232,6 +232,32 @@ def test_run_cron_now_follows_overlap(db, receiver, app_role):
     assert len(receiver.tagged(tag)) == 1
 
 
+def test_a_retry_counts_as_in_flight(db, receiver):
+    """An occurrence waiting for its retry holds the next ones (retries
+    included), and its own retry goes on."""
+    url, tag = receiver.unique_url("/status/503?retry_after=2")
+    timer = call(db, "SELECT jobflow.schedule_cron('retry_skip', '0 0 1 1 *', %s, max_attempts => 2,"
+                     " overlap => 'skip', active => false)", (url,))
+    try:
+        first = call(db, "SELECT jobflow.run_cron_now('retry_skip')")
+        deadline = time.time() + 10
+        while call(db, "SELECT attempts FROM jobflow.tasks WHERE id = %s AND state = 'pending'",
+                   (first,)) != 1:
+            assert time.time() < deadline, query(db, "SELECT * FROM jobflow.tasks WHERE id = %s",
+                                                 (first,))
+            time.sleep(0.05)
+        second = call(db, "SELECT jobflow.run_cron_now('retry_skip')")
+        states = wait_final(db, [first, second])
+        assert states == {first: "failed", second: "cancelled"}
+        assert "overlap skip" in call(db, "SELECT last_error FROM jobflow.tasks WHERE id = %s",
+                                      (second,))
+        assert call(db, "SELECT attempts FROM jobflow.tasks WHERE id = %s", (first,)) == 2
+        assert len(receiver.tagged(tag)) == 2
+        assert call(db, "SELECT skipped FROM jobflow.cron_timers WHERE id = %s", (timer,)) == 1
+    finally:
+        call(db, "SELECT jobflow.unschedule_cron('retry_skip')")
+
+
 # -------------------------------------------------------------------------
 # cron_preview()
 # -------------------------------------------------------------------------
