@@ -6,7 +6,7 @@
 #     conveniences run_cron_now() and cron_preview() (item 4).
 #
 # Three per-second timers call a receiver that takes 2.2 s to answer, at
-# the same time, for about 7 s: with overlap 'skip' no two of its calls
+# the same time, for about 8 s: with overlap 'skip' no two of its calls
 # are ever in flight, the occurrences in between are cancelled and
 # counted (on the timer, in jobflow.cron and in jobflow_cron_skipped_total),
 # and explain_cron() names the occurrence in flight;
@@ -30,7 +30,7 @@ import pytest
 from conftest import _connect, as_role, call, query, stat, wait_final
 
 DELAY_MS = 2200
-RUN_FOR = 7.0
+RUN_FOR = 8.0
 PROMPT = 1.0
 
 
