@@ -514,6 +514,155 @@ GRANT SELECT ON jobflow.endpoints TO jobflow_user, jobflow_admin;
 
 /* ---- end of section: circuits ---- */
 
+/* ---- section: cron overlap and conveniences ---- */
+
+/*
+ * Issue 25, items 3 and 4.  A timer's overlap policy says what happens to
+ * an occurrence that falls due while an earlier occurrence of the same
+ * timer is still pending or running (retries included): 'allow' fires it
+ * anyway (0.2.0's behaviour, the default: a timer made before keeps doing
+ * what it did), 'skip' cancels it and counts it, 'queue' holds it until
+ * the earlier one finished (at most one waits: one falling due while
+ * another waits is cancelled and counted).  The worker decides at claim
+ * time (dispatch.c), and is the only writer of skipped and
+ * last_skipped_at (tenants are granted neither column).
+ * run_cron_now(name) makes one extra occurrence of the caller's timer,
+ * now; cron_preview() lists the next occurrences of a schedule as the
+ * worker will compute them, with the local wall time of each.
+ */
+ALTER TABLE jobflow.cron_timers
+	ADD COLUMN overlap text NOT NULL DEFAULT 'allow'
+		CHECK (overlap IN ('allow', 'skip', 'queue')),
+	ADD COLUMN skipped bigint NOT NULL DEFAULT 0,
+	ADD COLUMN last_skipped_at timestamptz;
+GRANT INSERT (overlap), UPDATE (overlap) ON jobflow.cron_timers TO jobflow_user, jobflow_admin;
+
+/*
+ * The claim looks for an earlier unfinished occurrence of a cron task's
+ * timer: through this index it reads the timer's few pending and running
+ * tasks, not every occurrence kept since the timer began (the unique
+ * index on (cron_id, cron_at) holds the finished ones too).
+ */
+CREATE INDEX tasks_cron_unfinished ON jobflow.tasks (cron_id, cron_at)
+	WHERE cron_id IS NOT NULL AND state IN ('pending', 'running');
+
+DROP FUNCTION jobflow.schedule_cron(text, text, text, jsonb, jsonb, text, text, integer, integer,
+									text, text, text, boolean, text);
+CREATE FUNCTION jobflow.schedule_cron(
+	name text,
+	schedule text,
+	url text,
+	body jsonb DEFAULT NULL,
+	headers jsonb DEFAULT '{}',
+	method text DEFAULT 'POST',
+	timezone text DEFAULT 'UTC',
+	timeout_ms integer DEFAULT 30000,
+	max_attempts integer DEFAULT 5,
+	queue text DEFAULT 'default',
+	body_text text DEFAULT NULL,
+	content_type text DEFAULT NULL,
+	active boolean DEFAULT true,
+	missed text DEFAULT 'skip',
+	overlap text DEFAULT 'allow')
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	timer_id bigint;
+BEGIN
+	IF schedule_cron.body IS NOT NULL AND schedule_cron.body_text IS NOT NULL THEN
+		RAISE EXCEPTION 'body and body_text cannot both be given'
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Use body for a JSON payload, or body_text with content_type for any other payload.';
+	END IF;
+	INSERT INTO jobflow.cron_timers AS c
+		(name, schedule, timezone, url, method, headers, body, content_type,
+		 timeout_ms, max_attempts, queue, active, missed, overlap)
+	VALUES
+		(schedule_cron.name, schedule_cron.schedule, schedule_cron.timezone,
+		 schedule_cron.url, schedule_cron.method, schedule_cron.headers,
+		 COALESCE(schedule_cron.body::text, schedule_cron.body_text),
+		 CASE WHEN schedule_cron.body IS NOT NULL
+			  THEN jobflow._json_content_type(schedule_cron.content_type, schedule_cron.headers)
+			  ELSE schedule_cron.content_type END,
+		 schedule_cron.timeout_ms, schedule_cron.max_attempts,
+		 schedule_cron.queue, schedule_cron.active, schedule_cron.missed,
+		 schedule_cron.overlap)
+	ON CONFLICT ON CONSTRAINT cron_timers_owner_name_key DO UPDATE
+		SET schedule = excluded.schedule, timezone = excluded.timezone,
+			url = excluded.url, method = excluded.method,
+			headers = excluded.headers, body = excluded.body,
+			content_type = excluded.content_type,
+			timeout_ms = excluded.timeout_ms,
+			max_attempts = excluded.max_attempts, queue = excluded.queue,
+			active = excluded.active, missed = excluded.missed,
+			overlap = excluded.overlap
+	RETURNING c.id INTO timer_id;
+
+	/* the row is locked until commit: the worker cannot add to these */
+	UPDATE jobflow.tasks t SET state = 'cancelled'
+	 WHERE t.cron_id = timer_id AND t.state = 'pending';
+	RETURN timer_id;
+END
+$$;
+REVOKE ALL ON FUNCTION jobflow.schedule_cron(text, text, text, jsonb, jsonb, text, text, integer,
+											 integer, text, text, text, boolean, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow.schedule_cron(text, text, text, jsonb, jsonb, text, text, integer,
+												integer, text, text, text, boolean, text, text)
+	TO jobflow_user, jobflow_admin;
+
+/*
+ * One extra occurrence of the caller's timer of that name, due now (its
+ * cron_at is the moment of the call): checked as the caller under
+ * row-level security, made as the owner of jobflow.tasks (cron.c).
+ */
+CREATE FUNCTION jobflow.run_cron_now(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'jobflow_run_cron_now'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+
+/* The next n occurrences of a schedule after a time, as the worker computes them. */
+CREATE FUNCTION jobflow.cron_preview(schedule text, timezone text DEFAULT 'UTC',
+									 n integer DEFAULT 10,
+									 after timestamptz DEFAULT pg_catalog.now())
+RETURNS TABLE (run_at timestamptz, local_time text)
+AS 'MODULE_PATHNAME', 'jobflow_cron_preview'
+LANGUAGE C STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION jobflow.run_cron_now(text), jobflow.cron_preview(text, text, integer, timestamptz)
+	FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow.run_cron_now(text), jobflow.cron_preview(text, text, integer, timestamptz)
+	TO jobflow_user, jobflow_admin;
+
+/* the view shows the policy and the skipped occurrences (install_pg14.sql too) */
+CREATE OR REPLACE VIEW jobflow.cron WITH (security_invoker = true) AS
+SELECT c.id, c.name, c.owner, c.schedule, c.timezone, c.url, c.method,
+	   c.active, c.missed,
+	   CASE WHEN c.active THEN COALESCE(n.next_at, c.next_at) END AS next_at,
+	   l.cron_at AS last_at,
+	   l.id AS last_task_id,
+	   l.state AS last_state,
+	   l.last_status,
+	   l.last_error,
+	   c.created_at, c.updated_at,
+	   c.overlap, c.skipped, c.last_skipped_at
+  FROM jobflow.cron_timers c
+  LEFT JOIN LATERAL (
+	SELECT pg_catalog.min(t.cron_at) AS next_at
+	  FROM jobflow.tasks t
+	 WHERE t.cron_id = c.id AND t.state <> 'cancelled'
+	   AND t.state = 'pending' AND t.attempts = 0) n ON true
+  LEFT JOIN LATERAL (
+	SELECT t.cron_at, t.id, t.state, t.last_status, t.last_error
+	  FROM jobflow.tasks t
+	 WHERE t.cron_id = c.id AND t.state <> 'cancelled' AND t.attempts > 0
+	 ORDER BY t.cron_at DESC
+	 LIMIT 1) l ON true;
+
+/* ---- end of section: cron overlap and conveniences ---- */
+
 
 /* ---- section: privileges exactly as jobflow grants them ---- */
 
@@ -632,6 +781,19 @@ COMMENT ON COLUMN jobflow.endpoints.next_probe IS 'open: when the next probe may
 COMMENT ON FUNCTION jobflow._endpoints() IS 'internal: the circuits the workers publish, filtered for the caller, for the view jobflow.endpoints';
 COMMENT ON FUNCTION jobflow.reset_circuit(text, regrole) IS
 	'close the circuits of an origin: the caller''s own (or owner''s); for members of jobflow_admin with no owner, every owner''s';
+
+COMMENT ON FUNCTION jobflow.schedule_cron(text, text, text, jsonb, jsonb, text, text, integer, integer, text, text, text, boolean, text, text) IS
+	'create or replace a recurring callback by name';
+COMMENT ON FUNCTION jobflow.run_cron_now(text) IS
+	'one extra occurrence of the caller''s cron timer of that name, now, under its overlap policy; returns the task id';
+COMMENT ON FUNCTION jobflow.cron_preview(text, text, integer, timestamptz) IS
+	'the next n (1 to 1000) occurrences of a cron schedule in a time zone after a time (now), with the local wall time of each, as the worker computes them';
+COMMENT ON COLUMN jobflow.cron_timers.overlap IS
+	'an occurrence due while an earlier one is still pending or running: allow (fire it), skip (cancel and count it) or queue (wait for it; one waits at most)';
+COMMENT ON COLUMN jobflow.cron_timers.skipped IS 'occurrences skipped by the overlap policy, counted by the worker';
+COMMENT ON COLUMN jobflow.cron_timers.last_skipped_at IS 'when the worker last skipped an occurrence by the overlap policy';
+COMMENT ON COLUMN jobflow.cron.overlap IS 'the timer''s overlap policy: allow, skip or queue';
+COMMENT ON COLUMN jobflow.cron.skipped IS 'occurrences skipped by the overlap policy';
 
 /* ---- end of section: comments ---- */
 

@@ -23,7 +23,8 @@ SELECT c.id, c.name, c.owner, c.schedule, c.timezone, c.url, c.method,
 	   l.state AS last_state,
 	   l.last_status,
 	   l.last_error,
-	   c.created_at, c.updated_at
+	   c.created_at, c.updated_at,
+	   c.overlap, c.skipped, c.last_skipped_at
   FROM jobflow.cron_timers c
   LEFT JOIN LATERAL (
 	SELECT pg_catalog.min(t.cron_at) AS next_at

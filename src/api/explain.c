@@ -749,6 +749,7 @@ jobflow_explain_cron(PG_FUNCTION_ARGS)
 	TimestampTz updated_at;
 	Datum		next_at;
 	bool		next_null;
+	char	   *overlap;
 	TimestampTz now = GetCurrentTimestamp();
 	Task		t;
 
@@ -768,7 +769,7 @@ jobflow_explain_cron(PG_FUNCTION_ARGS)
 	values[1] = ObjectIdGetDatum(GetUserId());
 	/* the caller's own timer, as row-level security lets it see it */
 	if (SPI_execute_with_args("SELECT c.id, c.active, c.schedule, c.timezone, c.queue, c.url,"
-							  "       c.updated_at, c.next_at"
+							  "       c.updated_at, c.next_at, c.overlap"
 							  "  FROM jobflow.cron_timers c"
 							  " WHERE c.owner OPERATOR(pg_catalog.=) $2"
 							  "   AND c.name OPERATOR(pg_catalog.=) $1",
@@ -787,6 +788,7 @@ jobflow_explain_cron(PG_FUNCTION_ARGS)
 	url = get_text(0, 6);
 	updated_at = DatumGetTimestampTz(get_datum(0, 7, &isnull));
 	next_at = get_datum(0, 8, &next_null);
+	overlap = get_text(0, 9);
 
 	if (!active)
 		add_row(&out, "inactive",
@@ -852,6 +854,36 @@ jobflow_explain_cron(PG_FUNCTION_ARGS)
 					"next occurrence at %s, %s %s (schedule '%s' in %s)",
 					fmt_ts(at), at >= now ? "in" : "due since", fmt_dur(at - now),
 					schedule, timezone);
+		}
+
+		/*
+		 * The overlap policy holds the occurrences that fall due while an
+		 * earlier one is still in flight (worker/dispatch.c): say which one.
+		 */
+		if (strcmp(overlap, "allow") != 0)
+		{
+			if (SPI_execute_with_args("SELECT t.id, t.state::pg_catalog.text FROM jobflow.tasks t"
+									  " WHERE t.cron_id OPERATOR(pg_catalog.=) $1"
+									  "   AND (t.state OPERATOR(pg_catalog.=) 'running'"
+									  "        OR (t.state OPERATOR(pg_catalog.=) 'pending'"
+									  "            AND t.attempts OPERATOR(pg_catalog.>) 0))"
+									  " ORDER BY t.cron_at LIMIT 1",
+									  1, itypes, ivalues, NULL, true, 1) != SPI_OK_SELECT)
+				elog(ERROR, "could not read the timer's occurrences");
+			if (SPI_processed == 1)
+			{
+				int64		busy = DatumGetInt64(get_datum(0, 1, &isnull));
+				char	   *state = get_text(0, 2);
+
+				add_row(&out, "overlap",
+						"an earlier occurrence, task %lld, is still %s: with overlap '%s' %s",
+						(long long) busy,
+						strcmp(state, "running") == 0 ? "running" : "waiting for a retry",
+						overlap,
+						strcmp(overlap, "skip") == 0 ?
+						"the occurrences falling due until it has finished are skipped" :
+						"the next occurrence waits until it has finished, and those falling due meanwhile are skipped");
+			}
 		}
 	}
 

@@ -688,6 +688,9 @@ emit_all(Emitter *em)
 	counter(em, "jobflow_cron_materialised_total",
 			pg_atomic_read_u64(&m->counters[JF_COUNT_CRON]),
 			"Cron occurrences turned into tasks.");
+	counter(em, "jobflow_cron_skipped_total",
+			pg_atomic_read_u64(&m->counters[JF_COUNT_CRON_SKIPPED]),
+			"Cron occurrences cancelled by their timer's overlap policy (skip, or queue with one already waiting).");
 	counter(em, "jobflow_queue_reads_total",
 			pg_atomic_read_u64(&m->counters[JF_COUNT_QUEUE_READS]),
 			"Reads of jobflow.queues after commits that changed it, whole or by the queues changed.");

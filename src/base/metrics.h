@@ -48,6 +48,8 @@ typedef enum JfCounterId
 	JF_COUNT_NOTIFY_SKIPPED,	/* jobflow_outcome notifications not sent */
 	JF_COUNT_STALE_CONNECTIONS, /* requests started again: their pooled
 								 * connection was closed by its server */
+	JF_COUNT_CRON_SKIPPED,		/* cron occurrences cancelled by their
+								 * timer's overlap policy */
 	JF_NCOUNT
 } JfCounterId;
 

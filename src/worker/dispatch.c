@@ -94,6 +94,8 @@ struct JfDispatch
 	int			nsubmitted;
 	SPIPlanPtr	claim_plan;
 	bool		places_freed;	/* since the last pick */
+	SPIPlanPtr	overlap_plan;	/* skip_overlapping's statement */
+	uint64		cron_skipped;	/* by the claim being made, counted at commit */
 	MemoryContext claim_cxt;	/* requests between claim and submit */
 	uint64_t	stale_seen;		/* jf_http_stale_restarts, counted so far */
 	/* circuits that changed state, to be told their owners */
@@ -533,6 +535,86 @@ compare_pick(const void *a, const void *b)
 }
 
 /*
+ * An earlier occurrence of the same timer than task d, still pending
+ * (retries included) or running: p over jobflow.tasks, with p.cron_id =
+ * d.cron_id.  "Earlier" is by the occurrence it stands for, then by id.
+ * The partial index of unfinished cron tasks on (cron_id, cron_at) finds
+ * them, among the few pending and running tasks of the timer only.
+ */
+#define OVERLAP_EARLIER_SQL(p, d) \
+	p ".state IN ('pending', 'running') AND " p ".cron_at <= " d ".cron_at" \
+	" AND (" p ".cron_at < " d ".cron_at OR " p ".id < " d ".id)"
+
+/*
+ * The overlap policy of cron timers, for due occurrences the claim left
+ * because an earlier occurrence of their timer is still pending or
+ * running (its condition on d.cron_id).  With 'skip' such an occurrence
+ * is cancelled; with 'queue' it waits, pending, while it is the only one
+ * waiting (jf_feed_recheck puts it back in the wheel for a little later,
+ * and the claim tries it again), and is cancelled when an earlier one
+ * already waits.  Each cancelled occurrence is counted on its timer, whose
+ * row is locked with SKIP LOCKED like the task's: a tenant holding a lock
+ * on its own timer delays its own occurrences only, never the worker.
+ * An occurrence that has started (attempts > 0) is never held: its
+ * retries go on, whatever became pending before it meanwhile (a redrive,
+ * an occurrence missed while the server was down).
+ * Inside the claim's transaction; a statement only when the claim left
+ * picks, which is rare.  Returns how many were cancelled.
+ */
+static uint64
+skip_overlapping(JfWorkerState *ws, Datum ids, int64 now_ms)
+{
+	Oid			types[2] = {INT8ARRAYOID, TIMESTAMPTZOID};
+	Datum		values[2];
+	Datum		n;
+	bool		isnull;
+	int			ret;
+
+	if (ws->dispatch->overlap_plan == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(
+			"WITH w AS ("
+			"  SELECT d.id, d.cron_id, o.overlap FROM jobflow.tasks d, jobflow.cron_timers o"
+			"   WHERE d.id = ANY ($1) AND d.run_at <= $2 AND " JF_PENDING_SQL("d")
+			"     AND d.cron_id IS NOT NULL AND d.attempts = 0"
+			"     AND o.id = d.cron_id AND o.overlap <> 'allow'"
+			"     AND (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM jobflow.tasks p"
+			"           WHERE p.cron_id = d.cron_id AND " OVERLAP_EARLIER_SQL("p", "d")
+			"           LIMIT 2) e) >= CASE WHEN o.overlap = 'skip' THEN 1 ELSE 2 END"
+			"   FOR NO KEY UPDATE OF d, o SKIP LOCKED),"
+			" x AS ("
+			"  UPDATE jobflow.tasks t SET state = 'cancelled', updated_at = pg_catalog.now(),"
+			"         last_error = CASE WHEN w.overlap = 'skip'"
+			"           THEN 'skipped: an earlier occurrence of its cron timer was still pending or running (overlap skip)'"
+			"           ELSE 'skipped: an occurrence of its cron timer was already waiting for an earlier one (overlap queue)' END"
+			"    FROM w WHERE t.id = w.id"
+			"  RETURNING t.cron_id),"
+			" y AS ("
+			"  UPDATE jobflow.cron_timers c SET skipped = c.skipped + n.n,"
+			"         last_skipped_at = pg_catalog.now()"
+			"    FROM (SELECT x.cron_id, pg_catalog.count(*) AS n FROM x GROUP BY x.cron_id) n"
+			"   WHERE c.id = n.cron_id"
+			"  RETURNING n.n)"
+			" SELECT pg_catalog.sum(y.n)::bigint FROM y",
+			2, types);
+
+		if (plan == NULL)
+			elog(ERROR, "could not prepare the cron overlap statement: %s",
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+		ws->dispatch->overlap_plan = plan;
+	}
+	values[0] = ids;
+	values[1] = TimestampTzGetDatum(jf_ms_to_ts(now_ms));
+	ret = SPI_execute_plan(ws->dispatch->overlap_plan, values, NULL, false, 0);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "cron overlap statement failed: %s", SPI_result_code_string(ret));
+	jf_xact_count_statements(1);
+	n = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : (uint64) DatumGetInt64(n);
+}
+
+/*
  * The picks the claim did not take go back to the fair share's counts.  A
  * retry falls due before its outcome row is written when the loop was
  * held up for longer than the flush interval: its claim finds the task
@@ -577,9 +659,13 @@ handle_unclaimed(JfWorkerState *ws, JfFairPick *picks, int n, bool *claimed,
 			missed[nmissed++] = Int64GetDatum(id);
 	}
 	if (nmissed > 0)
-		jf_feed_recheck(ws, PointerGetDatum(construct_array(missed, nmissed, INT8OID, 8,
-														 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)),
-					 now_ms);
+	{
+		Datum		ids = PointerGetDatum(construct_array(missed, nmissed, INT8OID, 8,
+														  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+
+		ws->dispatch->cron_skipped += skip_overlapping(ws, ids, now_ms);
+		jf_feed_recheck(ws, ids, now_ms);
+	}
 	pfree(missed);
 	pfree(gone);
 }
@@ -658,6 +744,7 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	jf_fault("before_claim");
 	jf_xact_begin_durable("jobflow: claim due tasks");
 	jf_xact_by_id_only();
+	ws->dispatch->cron_skipped = 0;
 
 	if (ws->dispatch->claim_plan == NULL)
 	{
@@ -687,6 +774,10 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"   WHERE d.id OPERATOR(pg_catalog.=) ANY ($1) AND d.run_at <= $2"
 			"     AND " JF_PENDING_SQL("d")
 			"     AND EXISTS (SELECT 1 FROM pg_catalog.pg_authid a WHERE a.oid = d.owner)"
+			"     AND (d.cron_id IS NULL OR d.attempts > 0 OR NOT EXISTS ("
+			"          SELECT 1 FROM jobflow.cron_timers o, jobflow.tasks p"
+			"           WHERE o.id = d.cron_id AND o.overlap <> 'allow'"
+			"             AND p.cron_id = d.cron_id AND " OVERLAP_EARLIER_SQL("p", "d") "))"
 			"   FOR UPDATE SKIP LOCKED),"
 			" k AS MATERIALIZED ("
 			"  SELECT s.owner, pg_catalog.array_agg(s.secret ORDER BY s.created_at DESC) AS secrets"
@@ -786,6 +877,8 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 	if (nclaimed < n)
 		handle_unclaimed(ws, picks, n, claimed, now_ms);
 	jf_xact_commit();
+	if (ws->dispatch->cron_skipped > 0)
+		jf_metrics_count(JF_COUNT_CRON_SKIPPED, ws->dispatch->cron_skipped);
 	claim_replicated_or_exit(nclaimed);
 	ws->dispatch->nclaiming = 0;
 	ws->dispatch->committed = reqs;

@@ -14,7 +14,8 @@ COLUMNS = {
     "tasks": ["run_at", "attempts", "attempts_base", "max_attempts", "timeout_ms", "queue",
               "owner", "updated_at", "last_status", "last_error", "cron_id", "cron_at"],
     "task_log": ["attempt", "owner", "scheduled_at", "started_at", "outcome", "response"],
-    "cron_timers": ["schedule", "timezone", "missed", "next_at"],
+    "cron_timers": ["schedule", "timezone", "missed", "next_at", "overlap", "skipped",
+                    "last_skipped_at"],
     "failed_tasks": ["failed_at"],
     "stats": ["metric", "labels"],
 }

@@ -522,6 +522,26 @@ TENANT_CALLS = [
          "SELECT jobflow.set_cron_active(%(timer)s, false)", must="succeed"),
     Call("set_cron_active true", F("set_cron_active"),
          "SELECT jobflow.set_cron_active(%(timer)s, true)"),
+    # ---- cron overlap and conveniences (issue 25, items 3 and 4) ----
+    Call("schedule_cron: overlap", F("schedule_cron", "_json_content_type"),
+         "SELECT jobflow.schedule_cron(%(timer)s, '0 3 * * *', %(url)s, body => '{}',"
+         " headers => %(secret_headers)s, overlap => 'skip')", must="succeed"),
+    Call("run_cron_now its own timer", F("run_cron_now"),
+         "SELECT jobflow.run_cron_now(%(timer)s)", must="succeed"),
+    Call("run_cron_now: a name it has no timer of", F("run_cron_now"),
+         "SELECT jobflow.run_cron_now(%(timer)s || '-none')"),
+    Call("cron_preview", F("cron_preview"),
+         "SELECT * FROM jobflow.cron_preview('30 2 * * *', 'Europe/Berlin', 20)", must="succeed"),
+    Call("INSERT INTO cron_timers: overlap", R("cron_timers", "INSERT"),
+         "INSERT INTO jobflow.cron_timers (name, schedule, url, overlap, active)"
+         " VALUES (%(timer)s || '-overlap', '@daily', %(url)s, 'queue', false)", must="succeed"),
+    Call("UPDATE cron_timers: overlap", R("cron_timers", "UPDATE"),
+         "UPDATE jobflow.cron_timers SET overlap = 'allow' WHERE name = %(timer)s || '-overlap'",
+         must="succeed"),
+    Call("UPDATE cron_timers: skipped", set(),
+         "UPDATE jobflow.cron_timers SET skipped = 0, last_skipped_at = NULL"
+         " WHERE name = %(timer)s", must="refuse"),
+    # ---- end of cron overlap and conveniences ----
     # ---- explain (issue 24, item 5) ----
     Call("explain its own task", F("explain"), "SELECT * FROM jobflow.explain(%(task2)s)",
          must="succeed"),
@@ -659,6 +679,8 @@ MONITOR_CALLS = [
     Call("INSERT INTO tasks", set(), "INSERT INTO jobflow.tasks (url) VALUES (%(url)s)",
          must="refuse"),
     Call("cron_next", set(), "SELECT jobflow.cron_next('* * * * *')", must="refuse"),
+    Call("run_cron_now", set(), "SELECT jobflow.run_cron_now('x')", must="refuse"),
+    Call("cron_preview", set(), "SELECT * FROM jobflow.cron_preview('* * * * *')", must="refuse"),
     Call("outcome_channel", set(), "SELECT jobflow.outcome_channel()", must="refuse"),
     Call("listen_outcomes", set(), "SELECT jobflow.listen_outcomes()", must="refuse"),
     # ---- circuits (issue 25, item 5) ----
@@ -744,6 +766,13 @@ ADMIN_CALLS = [
     Call("INSERT INTO cron_timers of its own", R("cron_timers", "INSERT"),
          "INSERT INTO jobflow.cron_timers (name, schedule, url, headers)"
          " VALUES (%(timer)s || '-row', '0 5 * * *', %(url)s, %(secret_headers)s)"),
+    # ---- cron overlap and conveniences (issue 25, items 3 and 4) ----
+    Call("run_cron_now of its own timer", F("run_cron_now"),
+         "SELECT jobflow.run_cron_now(%(timer)s)", must="succeed"),
+    Call("run_cron_now of the tenant's timer: not found", F("run_cron_now"),
+         "SELECT jobflow.run_cron_now((SELECT name FROM jobflow.cron_timers WHERE id = %(ttimer)s))",
+         must="refuse"),
+    # ---- end of cron overlap and conveniences ----
     Call("set_cron_active", F("set_cron_active"),
          "SELECT jobflow.set_cron_active(%(timer)s, false)"),
     Call("unschedule_cron", F("unschedule_cron", "_delete_cron_timer"),

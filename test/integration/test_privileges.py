@@ -484,6 +484,9 @@ OTHER_TENANT = [
     ("jobflow.reset_circuit", "SELECT jobflow.reset_circuit(%(url)s, %(a)s::regrole)", "refused"),
     ("jobflow.reset_circuit", "SELECT jobflow.reset_circuit(%(url)s)", "none"),
     ("jobflow.explain_cron", "SELECT count(*) FROM jobflow.explain_cron(%(a_timer_name)s)", "rows"),
+    # issue 25, item 4: B's call finds no timer of A's name (an error), and A's timer makes
+    # no task: the snapshot of A's rows judges
+    ("jobflow.run_cron_now", "SELECT jobflow.run_cron_now(%(a_timer_name)s)", "none"),
     ("jobflow.schedule_cron", "SELECT jobflow.schedule_cron(%(a_timer_name)s, '0 4 * * *', %(url)s,"
                               " active => false)", "none"),
     ("jobflow.schedule", "SELECT jobflow.schedule(%(url)s, key => %(a_key)s, on_duplicate => 'replace',"
@@ -530,6 +533,7 @@ ROW_FREE = {
     "jobflow.task_state": "a type",
     "jobflow.worker_status": "figures of the worker, summed over every tenant",
     "jobflow.cron_next": "computes from its arguments",
+    "jobflow.cron_preview": "computes from its arguments",
     "jobflow._current_role": "the caller's role",
     "jobflow._json_content_type": "computes from its arguments",
     "jobflow._origin": "computes from its argument",
