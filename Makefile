@@ -52,6 +52,7 @@ OBJS = \
 	src/worker/worker.o \
 	src/worker/xact.o \
 	src/api/changes.o \
+	src/api/client_certs.o \
 	src/api/commit_wake.o \
 	src/api/cron.o \
 	src/api/drops.o \

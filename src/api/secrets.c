@@ -71,10 +71,11 @@ compare_origins(const void *a, const void *b)
  * The origins a secret may be sent to, normalised as the worker keys
  * origins ("scheme://host:port", lower case): each must be an http(s) URL
  * with a host and no path beyond "/", no query, fragment or credentials.
- * A TEXTOID array, sorted and without duplicates.
+ * A TEXTOID array, sorted and without duplicates.  Client certificates
+ * are bound to origins the same way (client_certs.c).
  */
-static ArrayType *
-secret_origins(ArrayType *given)
+ArrayType *
+jf_secret_origins(ArrayType *given)
 {
 	Datum	   *elems;
 	bool	   *nulls;
@@ -214,7 +215,7 @@ jobflow_set_secret_origins(PG_FUNCTION_ARGS)
 				 errmsg("a secret needs the origins it may be sent to"),
 				 errdetail("A secret is sent only to the origins given with its value, so that no task pointed elsewhere can read it back."),
 				 errhint("Give them as jobflow.set_secret(name, $1, origins => ARRAY['https://api.example.com']).")));
-	store_secret(role, fcinfo, secret_origins(PG_GETARG_ARRAYTYPE_P(2)));
+	store_secret(role, fcinfo, jf_secret_origins(PG_GETARG_ARRAYTYPE_P(2)));
 	PG_RETURN_VOID();
 }
 
