@@ -16,7 +16,8 @@
 #       (ca_from: another Nginx whose CA and certificate to use; client_ca:
 #       a PEM file of client CAs, which adds two more https ports,
 #       .mtls_ports, that require a client certificate signed by one of
-#       them: ssl_verify_client on)
+#       them: ssl_verify_client on; /to-other there redirects (307) to
+#       /redirected on the other one)
 #       .start(), .stop(), .reload() (a graceful restart: new workers take
 #       over, the old ones close their idle connections), .url(scheme,
 #       path), .log() (one dict per request: arrival, uri, task id,
@@ -80,6 +81,7 @@ MTLS_SERVER = """
         ssl_client_certificate %(client_ca)s;
         ssl_verify_client on;
         location / { return 200 "ok\\n"; }
+        location /to-other { return 307 https://127.0.0.1:%(other)d/redirected$is_args$args; }
     }
 """
 
@@ -123,8 +125,9 @@ class Nginx:
         self.cert, self.key = cert, key
         self.http_port, self.https_port = free_port(), free_port()
         self.mtls_ports = [free_port(), free_port()] if client_ca else []
-        mtls_servers = "".join(MTLS_SERVER % dict(port=p, cert=cert, key=key, client_ca=client_ca)
-                               for p in self.mtls_ports)
+        mtls_servers = "".join(MTLS_SERVER % dict(port=p, other=o, cert=cert, key=key,
+                                                  client_ca=client_ca)
+                               for p, o in zip(self.mtls_ports, self.mtls_ports[::-1]))
         if os.getuid() == 0:
             user_line = "user nobody nogroup;"
         else:

@@ -251,7 +251,7 @@ def test_without_a_certificate_or_with_another_cas_nginx_answers_400(db, nginx, 
         logged["client_subject"] == "CN=client-x,O=jobflow"
 
 
-def test_a_certificate_goes_only_to_its_origins(db, nginx, pki, tenants):
+def test_a_certificate_goes_only_to_its_origins(db, server, nginx, pki, tenants):
     """A certificate bound to origin A is not presented to origin B, even by
     the queue that presents it to A; a cross-origin redirect does not
     take it there either."""
@@ -266,6 +266,17 @@ def test_a_certificate_goes_only_to_its_origins(db, nginx, pki, tenants):
     assert [(r["client_verify"], r["client_subject"]) for r in seen(nginx, tag_b)] == \
         [("NONE", "-")]
     assert to_b["http_status"] == 400 and moved_b == {"4xx": 1}
+    # a redirect to B is not followed, even where cross-origin redirects
+    # are: its handshake would present the certificate
+    server.set_guc(db, "jobflow.follow_cross_origin_redirects", "on")
+    try:
+        time.sleep(0.5)
+        _, hop, moved, tag = fire(db, alice, mtls_url(nginx, 0, "/to-other"), queue="payments")
+    finally:
+        server.set_guc(db, "jobflow.follow_cross_origin_redirects", None)
+        time.sleep(0.5)
+    assert [(r["port"], r["status"]) for r in seen(nginx, tag)] == [(nginx.mtls_ports[0], 307)]
+    assert moved == {"redirect": 1} and "client certificate" in hop["error"], (hop, moved)
     # origins of a client certificate are https ones
     with pytest.raises(psycopg2.errors.InvalidParameterValue):
         set_cert(db, alice, "plain", cert, key, ["http://127.0.0.1:1"])
