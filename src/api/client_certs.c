@@ -119,9 +119,6 @@ jobflow_set_client_certificate(PG_FUNCTION_ARGS)
 	Oid			role = jf_managed_role(fcinfo, 4, "manage the client certificates of");
 	char	   *name;
 	ArrayType  *origins;
-	Datum	   *elems;
-	bool	   *elnulls;
-	int			n;
 	Oid			types[5] = {OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTARRAYOID};
 	Datum		values[5];
 	JfAsOwner	as_owner;
@@ -140,14 +137,7 @@ jobflow_set_client_certificate(PG_FUNCTION_ARGS)
 	check_certificate_name(name);
 	check_pem(PG_GETARG_TEXT_PP(1), false);
 	check_pem(PG_GETARG_TEXT_PP(2), true);
-	origins = jf_secret_origins(PG_GETARG_ARRAYTYPE_P(3));
-	deconstruct_array(origins, TEXTOID, -1, false, TYPALIGN_INT, &elems, &elnulls, &n);
-	for (int i = 0; i < n; i++)
-		if (strncmp(TextDatumGetCString(elems[i]), "https://", 8) != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("origin %d of a client certificate is not https", i + 1),
-					 errdetail("A client certificate is presented in a TLS handshake only.")));
+	origins = jf_secret_origins(PG_GETARG_ARRAYTYPE_P(3), "client certificate", true);
 
 	values[0] = ObjectIdGetDatum(role);
 	values[1] = CStringGetTextDatum(name);

@@ -21,10 +21,10 @@
 extern void jf_check_secret_refs(List *names, Oid owner, const char *url);
 
 /*
- * The origins given for a secret (or a client certificate), checked and
- * normalised as the worker keys origins: a sorted TEXTOID array without
- * duplicates.
+ * The origins given for a secret (or a client certificate: what names it
+ * in messages; https_only refuses plain http), checked and normalised as
+ * the worker keys origins: a sorted TEXTOID array without duplicates.
  */
-extern ArrayType *jf_secret_origins(ArrayType *given);
+extern ArrayType *jf_secret_origins(ArrayType *given, const char *what, bool https_only);
 
 #endif							/* JOBFLOW_SECRETS_H */
