@@ -453,3 +453,32 @@ def test_tls_ca_path_names_a_directory_the_worker_trusts(db, server, nginx, tena
         time.sleep(0.5)
         shutil.rmtree(good, ignore_errors=True)
         shutil.rmtree(empty, ignore_errors=True)
+
+
+def test_a_dropped_roles_certificates_go_with_it(db, pki):
+    """DROP OWNED BY and DROP ROLE delete the role's client certificates
+    (and with the queues that named them)."""
+    cert, key = pki["certs"]["a"]
+    roles = ["jf_mtls_drop_%s" % uuid.uuid4().hex[:8] for _ in range(2)]
+    with db.cursor() as cur:
+        for r in roles:
+            cur.execute("CREATE ROLE %s" % r)
+            cur.execute("GRANT jobflow_user TO %s" % r)
+    for r in roles:
+        set_cert(db, r, "bank", cert, key, ["https://127.0.0.1:1"])
+        as_role(db, r, "SELECT jobflow.set_queue_client_certificate('payments', 'bank')")
+
+    def left(r):
+        return query(db, "SELECT (SELECT count(*) FROM jobflow.client_certificates c"
+                         "         WHERE c.owner::text = %s) AS certs,"
+                         "       (SELECT count(*) FROM jobflow.queues q"
+                         "         WHERE q.owner::text = %s) AS queues", (r, r))[0]
+    assert left(roles[0]) == {"certs": 1, "queues": 1}
+    with db.cursor() as cur:
+        cur.execute("DROP OWNED BY %s" % roles[0])
+        assert left(roles[0]) == {"certs": 0, "queues": 0}
+        oid = query(db, "SELECT oid FROM pg_roles WHERE rolname = %s", (roles[1],))[0]["oid"]
+        cur.execute("DROP ROLE %s" % roles[1])
+        assert query(db, "SELECT count(*) AS n FROM jobflow.client_certificates"
+                         " WHERE owner::oid = %s", (oid,))[0]["n"] == 0
+        cur.execute("DROP ROLE %s" % roles[0])
