@@ -337,6 +337,9 @@ REACH = {
     "jobflow.failed_tasks": {"select": "SELECT count(*) FROM jobflow.failed_tasks WHERE id = %(a_failed)s"},
     "jobflow.secret_names": {
         "select": "SELECT count(*) FROM jobflow.secret_names WHERE owner = %(a)s::regrole"},
+    "jobflow.client_certificate_names": {
+        "select": "SELECT count(*) FROM jobflow.client_certificate_names"
+                  " WHERE owner = %(a)s::regrole"},
     "jobflow.signing_keys": {
         "select": "SELECT count(*) FROM jobflow.signing_keys WHERE owner = %(a)s::regrole"},
     # no rows of a tenant: a role that may read them reads them all
