@@ -141,7 +141,7 @@ def test_busiest_origins_add_up_both_workers(two_workers, db, receiver):
     deadline = time.time() + 3.5
     while time.time() < deadline:
         text = query(db, "SELECT jobflow.metrics() AS m")[0]["m"]
-        seen = {s.labels.get("host"): s.value
+        seen = {s.labels.get("origin"): s.value
                 for f in text_string_to_metric_families(text)
                 if f.name == "jobflow_host_requests_in_flight" for s in f.samples}
         if seen.get(busy) == 8:
