@@ -360,6 +360,7 @@ class HandshakeRefuser:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
+        self.sock.settimeout(0.1)       # stop() is seen within 0.1 s
         self.port = self.sock.getsockname()[1]
         self.refused = []
         self.stopping = False
@@ -370,8 +371,11 @@ class HandshakeRefuser:
         while not self.stopping:
             try:
                 c, _ = self.sock.accept()
+            except socket.timeout:
+                continue
             except OSError:
                 return
+            c.settimeout(5)
             try:
                 t = self.ctx.wrap_socket(c, server_side=True)
                 t.recv(65536)
@@ -383,8 +387,8 @@ class HandshakeRefuser:
 
     def stop(self):
         self.stopping = True
-        self.sock.close()
         self.thread.join(5)
+        self.sock.close()
 
 
 @pytest.mark.parametrize("version", ["1.2", "1.3"])
