@@ -54,6 +54,7 @@ OBJS = \
 	src/worker/xact.o \
 	src/api/changes.o \
 	src/api/circuits.o \
+	src/api/client_certs.o \
 	src/api/commit_wake.o \
 	src/api/cron.o \
 	src/api/drops.o \

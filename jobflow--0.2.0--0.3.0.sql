@@ -663,6 +663,70 @@ SELECT c.id, c.name, c.owner, c.schedule, c.timezone, c.url, c.method,
 
 /* ---- end of section: cron overlap and conveniences ---- */
 
+/* ---- section: client certificates for mutual TLS ---- */
+
+/*
+ * A role stores named client certificates with their private keys, bound
+ * to the https origins each may be presented to (client_certs.c); a queue
+ * names the one its tasks present (set_queue_client_certificate).  Like
+ * jobflow.secrets, the table has row-level security and no policy: only
+ * its owner (the worker) and superusers read it, and it is not dumped, so
+ * after a restore each role stores its certificates again (until then the
+ * queue's tasks present none).  The view shows names and origins only.
+ */
+CREATE TABLE jobflow.client_certificates (
+	owner		regrole NOT NULL,
+	name		text NOT NULL,
+	certificate text NOT NULL,
+	private_key text NOT NULL,
+	origins		text[] NOT NULL,
+	updated_at	timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+	PRIMARY KEY (owner, name)
+);
+REVOKE ALL ON jobflow.client_certificates FROM PUBLIC;
+
+CREATE VIEW jobflow.client_certificate_names WITH (security_barrier) AS
+SELECT c.owner, c.name, c.origins, c.updated_at
+  FROM jobflow.client_certificates c
+ WHERE pg_catalog.pg_has_role(c.owner::oid, 'USAGE')
+	OR pg_catalog.pg_has_role('jobflow_admin', 'USAGE');
+REVOKE ALL ON jobflow.client_certificate_names FROM PUBLIC;
+GRANT SELECT ON jobflow.client_certificate_names TO jobflow_user, jobflow_admin;
+
+ALTER TABLE jobflow.queues ADD COLUMN client_certificate text;
+
+CREATE FUNCTION jobflow.set_client_certificate(name text, certificate text, private_key text,
+											   origins text[] DEFAULT NULL,
+											   for_role regrole DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'jobflow_set_client_certificate'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION jobflow.set_client_certificate(text, text, text, text[], regrole) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow.set_client_certificate(text, text, text, text[], regrole)
+	TO jobflow_user, jobflow_admin;
+
+CREATE FUNCTION jobflow.drop_client_certificate(name text, for_role regrole DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'jobflow_drop_client_certificate'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION jobflow.drop_client_certificate(text, regrole) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow.drop_client_certificate(text, regrole)
+	TO jobflow_user, jobflow_admin;
+
+CREATE FUNCTION jobflow.set_queue_client_certificate(name text, certificate text,
+													 owner regrole DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'jobflow_set_queue_client_certificate'
+LANGUAGE C VOLATILE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION jobflow.set_queue_client_certificate(text, text, regrole) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow.set_queue_client_certificate(text, text, regrole)
+	TO jobflow_user, jobflow_admin;
+
+/* ---- end of section: client certificates for mutual TLS ---- */
+
 
 /* ---- section: privileges exactly as jobflow grants them ---- */
 
@@ -679,6 +743,7 @@ SELECT c.id, c.name, c.owner, c.schedule, c.timezone, c.url, c.method,
  */
 ALTER TABLE jobflow.secrets ENABLE ROW LEVEL SECURITY;
 ALTER TABLE jobflow.signing_secrets ENABLE ROW LEVEL SECURITY;
+ALTER TABLE jobflow.client_certificates ENABLE ROW LEVEL SECURITY;
 ALTER TABLE jobflow.outcome_key ENABLE ROW LEVEL SECURITY;
 DO $grants$
 DECLARE
@@ -794,6 +859,19 @@ COMMENT ON COLUMN jobflow.cron_timers.skipped IS 'occurrences skipped by the ove
 COMMENT ON COLUMN jobflow.cron_timers.last_skipped_at IS 'when the worker last skipped an occurrence by the overlap policy';
 COMMENT ON COLUMN jobflow.cron.overlap IS 'the timer''s overlap policy: allow, skip or queue';
 COMMENT ON COLUMN jobflow.cron.skipped IS 'occurrences skipped by the overlap policy';
+
+COMMENT ON TABLE jobflow.client_certificates IS
+	'client certificates and their private keys for mutual TLS, with the origins each may be presented to; readable by its owner only';
+COMMENT ON VIEW jobflow.client_certificate_names IS
+	'the client certificates a role has, with their origins, without certificate or key';
+COMMENT ON COLUMN jobflow.queues.client_certificate IS
+	'the client certificate (of the queue''s owner) its tasks present for mutual TLS, to the origins it is bound to; NULL: none';
+COMMENT ON FUNCTION jobflow.set_client_certificate(text, text, text, text[], regrole) IS
+	'store or replace a client certificate and its private key (PEM) for mutual TLS, with the https origins it may be presented to';
+COMMENT ON FUNCTION jobflow.drop_client_certificate(text, regrole) IS
+	'remove a client certificate; refused while a queue presents it';
+COMMENT ON FUNCTION jobflow.set_queue_client_certificate(text, text, regrole) IS
+	'the client certificate a queue''s tasks present for mutual TLS (NULL: none)';
 
 /* ---- end of section: comments ---- */
 

@@ -228,15 +228,16 @@ oid_array(List *oids)
 }
 
 /*
- * Delete the roles' secrets and signing secrets, and (but for REASSIGN
- * OWNED, which moves them) their configured queues, in the tables this
- * version of the schema has.  As the extension's owner (as_owner_begin),
+ * Delete the roles' secrets, signing secrets and client certificates,
+ * and (but for REASSIGN OWNED, which moves them) their configured
+ * queues, in the tables this version of the schema has.  As the extension's owner (as_owner_begin),
  * with triggers on: the worker hears of the queues.
  */
 static void
 delete_of_roles(List *oids, bool keep_queues)
 {
-	static const char *const tables[] = {"secrets", "signing_secrets", "queues"};
+	static const char *const tables[] = {"secrets", "signing_secrets", "client_certificates",
+	"queues"};
 	Oid			types[1] = {OIDARRAYOID};
 	Datum		values[1] = {oid_array(oids)};
 	Oid			nsp = get_namespace_oid("jobflow", false);

@@ -2,7 +2,8 @@
  *
  * queues.c
  *	  The SQL functions that configure queues: pause_queue(),
- *	  resume_queue(), set_queue() and drop_queue().
+ *	  resume_queue(), set_queue(), drop_queue() and
+ *	  set_queue_client_certificate().
  *
  * A queue is named per owner (jobflow.tasks.queue); a row of
  * jobflow.queues pauses it, limits it (requests in flight, a dispatch
@@ -36,6 +37,7 @@
 #include "utils/timestamp.h"
 
 #include "api/as_owner.h"
+#include "api/client_certs.h"
 #include "api/quota.h"
 #include "api/task_check.h"
 #include "api/tenant_api.h"
@@ -271,6 +273,47 @@ jobflow_set_queue(PG_FUNCTION_ARGS)
 						   "     priority = excluded.priority, retention = excluded.retention,"
 						   "     updated_at = pg_catalog.now()",
 						   owner, name, 4, types, values, nulls);
+	PG_RETURN_VOID();
+}
+
+/*
+ * jobflow.set_queue_client_certificate(name text, certificate text, owner
+ * regrole) RETURNS void: the client certificate (of the queue's owner)
+ * the queue's tasks present for mutual TLS, to the origins it is bound
+ * to; NULL: none.  Apart from set_queue(), whose arguments all go back to
+ * their defaults when left out, so that neither call undoes the other.
+ */
+PG_FUNCTION_INFO_V1(jobflow_set_queue_client_certificate);
+Datum
+jobflow_set_queue_client_certificate(PG_FUNCTION_ARGS)
+{
+	text	   *name = queue_name(fcinfo);
+	Oid			owner = queue_owner(fcinfo, 2);
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	char		nulls[1] = {' '};
+
+	jf_check_owner_role(owner);
+	if (PG_ARGISNULL(1))
+	{
+		(void) write_queue("UPDATE jobflow.queues SET client_certificate = NULL,"
+						   "       updated_at = pg_catalog.now()"
+						   " WHERE owner OPERATOR(pg_catalog.=) $1"
+						   "   AND name OPERATOR(pg_catalog.=) $2"
+						   "   AND client_certificate IS NOT NULL",
+						   owner, name, 0, NULL, NULL, NULL);
+		PG_RETURN_VOID();
+	}
+	/* a certificate of another role is as missing as one nobody has */
+	jf_lock_client_certificate(owner, text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	values[0] = PointerGetDatum(PG_GETARG_TEXT_PP(1));
+	jf_quota_check(JF_QUOTA_QUEUES, owner, text_to_cstring(name));
+	(void) write_queue("INSERT INTO jobflow.queues AS q (owner, name, client_certificate)"
+					   " VALUES ($1, $2, $3)"
+					   " ON CONFLICT (owner, name) DO UPDATE"
+					   " SET client_certificate = excluded.client_certificate,"
+					   "     updated_at = pg_catalog.now()",
+					   owner, name, 1, types, values, nulls);
 	PG_RETURN_VOID();
 }
 

@@ -71,10 +71,12 @@ compare_origins(const void *a, const void *b)
  * The origins a secret may be sent to, normalised as the worker keys
  * origins ("scheme://host:port", lower case): each must be an http(s) URL
  * with a host and no path beyond "/", no query, fragment or credentials.
- * A TEXTOID array, sorted and without duplicates.
+ * A TEXTOID array, sorted and without duplicates.  Client certificates
+ * are bound to origins the same way (client_certs.c), to https ones only:
+ * what names what the origins are for, in messages.
  */
-static ArrayType *
-secret_origins(ArrayType *given)
+ArrayType *
+jf_secret_origins(ArrayType *given, const char *what, bool https_only)
 {
 	Datum	   *elems;
 	bool	   *nulls;
@@ -91,7 +93,7 @@ secret_origins(ArrayType *given)
 	if (n == 0 || n > SECRET_ORIGINS_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("a secret needs 1 to %d origins it may be sent to", SECRET_ORIGINS_MAX),
+				 errmsg("a %s needs 1 to %d origins it may be sent to", what, SECRET_ORIGINS_MAX),
 				 errhint("Give them as origins => ARRAY['https://api.example.com'].")));
 	out = palloc(sizeof(Datum) * n);
 	for (i = 0; i < n; i++)
@@ -114,7 +116,12 @@ secret_origins(ArrayType *given)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("origin %d is not of the form scheme://host[:port]", i + 1),
-					 errdetail("A secret is bound to whole origins: no path, query, fragment or credentials.")));
+					 errdetail("A %s is bound to whole origins: no path, query, fragment or credentials.", what)));
+		if (https_only && pg_strncasecmp(o, "https://", 8) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("origin %d is not https", i + 1),
+					 errdetail("A %s is presented in a TLS handshake only.", what)));
 		if (!jf_fair_origin(o, key, sizeof(key)))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -214,7 +221,7 @@ jobflow_set_secret_origins(PG_FUNCTION_ARGS)
 				 errmsg("a secret needs the origins it may be sent to"),
 				 errdetail("A secret is sent only to the origins given with its value, so that no task pointed elsewhere can read it back."),
 				 errhint("Give them as jobflow.set_secret(name, $1, origins => ARRAY['https://api.example.com']).")));
-	store_secret(role, fcinfo, secret_origins(PG_GETARG_ARRAYTYPE_P(2)));
+	store_secret(role, fcinfo, jf_secret_origins(PG_GETARG_ARRAYTYPE_P(2), "secret", false));
 	PG_RETURN_VOID();
 }
 

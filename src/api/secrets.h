@@ -11,6 +11,7 @@
 #include "postgres.h"
 
 #include "nodes/pg_list.h"
+#include "utils/array.h"
 
 /*
  * ERROR unless each name in names is a secret of owner that may be sent
@@ -18,5 +19,12 @@
  * transaction.
  */
 extern void jf_check_secret_refs(List *names, Oid owner, const char *url);
+
+/*
+ * The origins given for a secret (or a client certificate: what names it
+ * in messages; https_only refuses plain http), checked and normalised as
+ * the worker keys origins: a sorted TEXTOID array without duplicates.
+ */
+extern ArrayType *jf_secret_origins(ArrayType *given, const char *what, bool https_only);
 
 #endif							/* JOBFLOW_SECRETS_H */

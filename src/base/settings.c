@@ -52,6 +52,7 @@ int			jobflow_shutdown_grace_ms = 5000;
 char	   *jobflow_deny_networks = NULL;
 char	   *jobflow_allow_networks = NULL;
 char	   *jobflow_tls_ca_file = NULL;
+char	   *jobflow_tls_ca_path = NULL;
 bool		jobflow_follow_cross_origin_redirects = false;
 int			jobflow_retention_s = 7 * 86400;
 int			jobflow_prune_batch_size = 100;
@@ -141,6 +142,22 @@ check_ca_file(char **newval, void **extra, GucSource source)
 	if (*newval == NULL || (*newval)[0] == '\0' || (*newval)[0] == '/')
 		return true;
 	GUC_check_errdetail("The path must be absolute, or empty for the system's certificate bundle.");
+	return false;
+}
+
+/*
+ * The CA directory, like the file, is read by the worker at each TLS
+ * connection: an absolute path, or empty for none.  OpenSSL looks
+ * certificates up there by the hashed names c_rehash (openssl rehash)
+ * gives them; a directory without those names trusts nothing, which shows
+ * as a TLS outcome at the first connection.
+ */
+static bool
+check_ca_path(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || (*newval)[0] == '\0' || (*newval)[0] == '/')
+		return true;
+	GUC_check_errdetail("The path must be absolute, or empty for no directory.");
 	return false;
 }
 
@@ -459,6 +476,13 @@ jf_settings_define(void)
 							   "An absolute path to a PEM bundle; empty: the bundle libcurl was built with (the system's).",
 							   &jobflow_tls_ca_file, "",
 							   PGC_SIGHUP, 0, check_ca_file, NULL, NULL);
+	DefineCustomStringVariable("jobflow.tls_ca_path",
+							   "Directory of the certificate authorities the worker trusts for https:// callbacks.",
+							   "An absolute path to a directory of PEM certificates under their hashed names (openssl rehash); "
+							   "empty: none. When set, libcurl's own bundle is no longer trusted, only this directory "
+							   "and jobflow.tls_ca_file if that is set.",
+							   &jobflow_tls_ca_path, "",
+							   PGC_SIGHUP, 0, check_ca_path, NULL, NULL);
 	DefineCustomBoolVariable("jobflow.follow_cross_origin_redirects",
 							 "Whether redirects to another scheme, host or port are followed.",
 							 "When on, such a hop carries none of the task's headers, "

@@ -45,6 +45,7 @@ extern int	jobflow_reconcile_ms;
 extern int	jobflow_shutdown_grace_ms;
 extern char *jobflow_deny_networks;
 extern char *jobflow_tls_ca_file;
+extern char *jobflow_tls_ca_path;
 extern char *jobflow_allow_networks;
 extern bool jobflow_follow_cross_origin_redirects;
 extern int	jobflow_retention_s;

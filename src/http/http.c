@@ -455,7 +455,8 @@ apply_config(JfHttp *h, const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 	char	   *ua = NULL,
 			   *proxy = NULL,
 			   *doh_url = NULL,
-			   *ca_file = NULL;
+			   *ca_file = NULL,
+			   *ca_path = NULL;
 	JfNet	   *deny = NULL,
 			   *allow = NULL;
 	int			ndeny,
@@ -472,7 +473,8 @@ apply_config(JfHttp *h, const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 	if (!jf_http_dup_opt(cfg->user_agent, &ua) ||
 		!jf_http_dup_opt(cfg->proxy, &proxy) ||
 		!jf_http_dup_opt(cfg->doh_url && cfg->doh_url[0] ? cfg->doh_url : NULL, &doh_url) ||
-		!jf_http_dup_opt(cfg->ca_file && cfg->ca_file[0] ? cfg->ca_file : NULL, &ca_file))
+		!jf_http_dup_opt(cfg->ca_file && cfg->ca_file[0] ? cfg->ca_file : NULL, &ca_file) ||
+		!jf_http_dup_opt(cfg->ca_path && cfg->ca_path[0] ? cfg->ca_path : NULL, &ca_path))
 		goto oom;
 	for (int i = 0; cfg->resolve && cfg->resolve[i]; i++)
 	{
@@ -486,13 +488,16 @@ apply_config(JfHttp *h, const JfHttpConfig *cfg, char *errbuf, size_t errlen)
 	free(h->proxy);
 	free(h->doh_url);
 	free(h->ca_file);
+	free(h->ca_path);
 	free(h->deny);
 	free(h->allow);
 	curl_slist_free_all(h->resolve);
 	h->resolve = resolve;
 	h->doh_url = doh_url;
 	h->ca_file = ca_file;
-	h->no_capath = ca_file != NULL || curl_version_info(CURLVERSION_NOW)->cainfo != NULL;
+	h->ca_path = ca_path;
+	h->no_capath = ca_path == NULL &&
+		(ca_file != NULL || curl_version_info(CURLVERSION_NOW)->cainfo != NULL);
 	h->follow_cross_origin = cfg->follow_cross_origin;
 	h->user_agent = ua;
 	h->proxy = proxy;
@@ -519,6 +524,7 @@ oom:
 	free(proxy);
 	free(doh_url);
 	free(ca_file);
+	free(ca_path);
 	set_err(errbuf, errlen, "out of memory");
 	return false;
 }
@@ -651,6 +657,7 @@ jf_http_destroy(JfHttp *h)
 	free(h->proxy);
 	free(h->doh_url);
 	free(h->ca_file);
+	free(h->ca_path);
 	free(h->deny);
 	free(h->allow);
 	curl_slist_free_all(h->resolve);

@@ -134,6 +134,11 @@ typedef struct JfHttpConfig
 	const char *ca_file;		/* NULL or "": libcurl's default CA bundle;
 								 * else the PEM file of the certificate
 								 * authorities trusted for https */
+	const char *ca_path;		/* NULL or "": none; else a directory of
+								 * such certificates, hashed as OpenSSL's
+								 * c_rehash names them (CURLOPT_CAPATH);
+								 * with ca_path and no ca_file, libcurl's
+								 * default bundle is not trusted */
 } JfHttpConfig;
 
 typedef struct JfHttpRequest
@@ -152,6 +157,12 @@ typedef struct JfHttpRequest
 	int			timeout_ms;		/* whole request, counted from when it
 								 * starts (not from submission); <= 0 means
 								 * no timeout */
+	const char *client_cert;	/* NULL, or the PEM certificate (chain) to
+								 * present for mutual TLS, from memory */
+	size_t		client_cert_len;
+	const char *client_key;		/* its PEM private key: copied, wiped when
+								 * the request ends, never in a result */
+	size_t		client_key_len;
 } JfHttpRequest;
 
 typedef struct JfHttpResult

@@ -61,7 +61,10 @@ typedef enum JfRefused
 	JF_REFUSED_STALE,			/* a reused connection the server closed:
 								 * nothing was sent, start again */
 	JF_REFUSED_CROSS_ORIGIN,	/* a redirect to another origin */
-	JF_REFUSED_CROSS_ORIGIN_BODY	/* the same, allowed, but with a body */
+	JF_REFUSED_CROSS_ORIGIN_BODY,	/* the same, allowed, but with a body */
+	JF_REFUSED_CROSS_ORIGIN_CERT	/* the same, by a request that presents a
+									 * client certificate: refused before
+									 * the connection is made */
 } JfRefused;
 
 /* most bytes of response headers, 1xx responses and trailers read */
@@ -87,6 +90,10 @@ typedef struct JfReq
 	int			timeout_ms;
 	char	   *secret_user;	/* URL credentials, only to scrub errors */
 	char	   *secret_pass;
+	char	   *client_cert;	/* PEM, for CURLOPT_SSLCERT_BLOB; NULL: none */
+	size_t		client_cert_len;
+	char	   *client_key;		/* PEM, for CURLOPT_SSLKEY_BLOB; wiped */
+	size_t		client_key_len;
 	size_t		max_body;		/* excerpt cap, fixed when started */
 	size_t		buf_cap;
 	char		errbuf[CURL_ERROR_SIZE];
@@ -147,6 +154,7 @@ struct JfHttp
 	char	   *proxy;
 	char	   *doh_url;		/* NULL: the system's resolver */
 	char	   *ca_file;		/* NULL: libcurl's default CA bundle */
+	char	   *ca_path;		/* NULL: no CA directory of the setting's */
 	bool		no_capath;		/* no CA directory, only a bundle: see
 								 * request.c */
 	CURLSH	   *share;			/* TLS sessions, for every handle */

@@ -59,6 +59,13 @@ jf_http_req_free(JfReq *r, bool with_result_body)
 	free(r->body);
 	free(r->secret_user);
 	free(r->secret_pass);
+	free(r->client_cert);
+	if (r->client_key)
+	{
+		/* the key outlives its request in no memory of ours */
+		explicit_bzero(r->client_key, r->client_key_len);
+		free(r->client_key);
+	}
 	if (with_result_body)
 		free(r->res.body);
 	free(r);
@@ -256,16 +263,48 @@ close_socket_cb(void *clientp, curl_socket_t s)
 	return close(s);
 }
 
+static char *url_origin(const char *url);
+
+/*
+ * Whether a request that presents a client certificate is about to
+ * connect to another origin than its own (a redirect hop): the
+ * certificate is bound to origins, and the handshake that would present
+ * it comes before prereq_cb could refuse the hop.
+ */
+static bool
+certificate_leaves_origin(JfReq *r)
+{
+	char	   *where = NULL;
+	char	   *origin;
+	bool		same;
+
+	if (r->client_cert == NULL || r->sends == 0)
+		return false;
+	if (curl_easy_getinfo(r->easy, CURLINFO_EFFECTIVE_URL, &where) != CURLE_OK || where == NULL)
+		return true;
+	origin = url_origin(where);
+	same = origin != NULL && strcmp(origin, r->origin) == 0;
+	free(origin);
+	return !same;
+}
+
 /*
  * Every connection curl opens passes here, after DNS and for each redirect
  * hop, so a host name that resolves to a denied address is refused too,
- * before a socket exists: nothing is sent there.
+ * before a socket exists: nothing is sent there.  So is a redirect hop to
+ * another origin of a request with a client certificate.
  */
 static curl_socket_t
 open_socket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *address)
 {
 	JfReq	   *r = clientp;
 	curl_socket_t s;
+
+	if (purpose == CURLSOCKTYPE_IPCXN && certificate_leaves_origin(r))
+	{
+		r->refused = JF_REFUSED_CROSS_ORIGIN_CERT;
+		return CURL_SOCKET_BAD;
+	}
 
 	if (purpose == CURLSOCKTYPE_IPCXN && jf_http_sockaddr_denied(r->http, &address->addr))
 	{
@@ -543,6 +582,9 @@ jf_http_req_complete(JfHttp *h, JfReq *r, CURLcode rc)
 	else if (r->refused == JF_REFUSED_CROSS_ORIGIN_BODY && rc == CURLE_ABORTED_BY_CALLBACK)
 		jf_http_req_set_error(r, JF_HTTP_REDIRECT,
 							  "redirect to another origin not followed: the request has a body");
+	else if (r->refused == JF_REFUSED_CROSS_ORIGIN_CERT && rc == CURLE_COULDNT_CONNECT)
+		jf_http_req_set_error(r, JF_HTTP_REDIRECT,
+							  "redirect to another origin not followed: the request presents a client certificate");
 	else
 	{
 		int			kind;
@@ -634,6 +676,20 @@ jf_http_result_class(const JfHttpResult *r)
 		case CURLE_ECH_REQUIRED:
 #endif
 			return JF_CLASS_TLS;
+		case CURLE_RECV_ERROR:
+		case CURLE_SEND_ERROR:
+
+			/*
+			 * A TLS alert from the receiver after curl's part of the
+			 * handshake: over TLS 1.3 that is how a server that requires
+			 * a client certificate refuses a missing or unknown one (the
+			 * client's Finished went out before the server's verdict).
+			 * OpenSSL names it in the text ("SSL routines::tlsv13 alert
+			 * certificate required").
+			 */
+			if (strstr(r->error, "SSL routines") != NULL && strstr(r->error, " alert ") != NULL)
+				return JF_CLASS_TLS;
+			return JF_CLASS_OTHER;
 		default:
 			return JF_CLASS_OTHER;
 	}
@@ -808,7 +864,9 @@ header_cb(char *data, size_t size, size_t nmemb, void *arg)
  *
  * TLS: sessions are resumed across handles (the share), the CA store is
  * parsed once and cached in the multi handle (which curl does only when no
- * CA directory is set).
+ * CA directory is set).  A CA directory of jobflow.tls_ca_path is what is
+ * trusted, with the bundle of jobflow.tls_ca_file if that is set too, but
+ * without libcurl's default bundle.
  */
 static bool
 configure_easy(JfHttp *h, CURL *e)
@@ -832,6 +890,10 @@ configure_easy(JfHttp *h, CURL *e)
 		SETOPT(CURLOPT_SHARE, h->share);
 	if (h->ca_file)
 		SETOPT(CURLOPT_CAINFO, h->ca_file);
+	else if (h->ca_path)
+		SETOPT(CURLOPT_CAINFO, (char *) NULL);
+	if (h->ca_path)
+		SETOPT(CURLOPT_CAPATH, h->ca_path);
 	if (h->no_capath)
 		SETOPT(CURLOPT_CAPATH, (char *) NULL);
 	if (h->resolve)
@@ -840,6 +902,33 @@ configure_easy(JfHttp *h, CURL *e)
 		SETOPT(CURLOPT_DOH_URL, h->doh_url);
 	/* a slow DNS lookup must not make curl join its resolver thread */
 	(void) curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
+	return true;
+}
+
+/*
+ * The client certificate of mutual TLS, from memory (never a file), or
+ * none.  Set on every request, since a recycled handle keeps the last
+ * one's.  NOCOPY: the request owns the bytes (and wipes the key) and
+ * outlives its transfer.  libcurl keys the reuse of connections and of TLS
+ * sessions on the certificate blob, so a connection made with one
+ * certificate, or none, never carries a request with another.
+ */
+static bool
+set_client_certificate(CURL *e, JfReq *r)
+{
+	struct curl_blob cert = {r->client_cert, r->client_cert_len, CURL_BLOB_NOCOPY};
+	struct curl_blob key = {r->client_key, r->client_key_len, CURL_BLOB_NOCOPY};
+
+	if (r->client_cert == NULL)
+	{
+		SETOPT(CURLOPT_SSLCERT_BLOB, (struct curl_blob *) NULL);
+		SETOPT(CURLOPT_SSLKEY_BLOB, (struct curl_blob *) NULL);
+		return true;
+	}
+	SETOPT(CURLOPT_SSLCERTTYPE, "PEM");
+	SETOPT(CURLOPT_SSLCERT_BLOB, &cert);
+	SETOPT(CURLOPT_SSLKEYTYPE, "PEM");
+	SETOPT(CURLOPT_SSLKEY_BLOB, &key);
 	return true;
 }
 
@@ -892,6 +981,8 @@ set_request_options(JfHttp *h, CURL *e, JfReq *r, long timeout_ms)
 	SETOPT(CURLOPT_FRESH_CONNECT, (r->restarts >= 2 || r->fresh) ? 1L : 0L);
 	SETOPT(CURLOPT_HTTP_VERSION, h1_only ? (long) CURL_HTTP_VERSION_1_1 : h->http_version);
 	SETOPT(CURLOPT_PIPEWAIT, https && !h1_only ? 1L : 0L);
+	if (!set_client_certificate(e, r))
+		return false;
 
 	SETOPT(CURLOPT_POSTFIELDS, fields ? (has_body ? r->body : "") : (char *) NULL);
 	SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, fields ? (curl_off_t) r->body_len : (curl_off_t) -1);
@@ -1207,6 +1298,20 @@ jf_http_req_prepare(JfHttp *h, JfReq *r, const JfHttpRequest *req, char **key,
 		r->body_len = req->body_len;
 	}
 	r->timeout_ms = req->timeout_ms;
+	if (req->client_cert != NULL && req->client_key != NULL)
+	{
+		r->client_cert = malloc(req->client_cert_len);
+		r->client_key = malloc(req->client_key_len);
+		if (r->client_cert == NULL || r->client_key == NULL)
+		{
+			*oom = true;
+			return NULL;
+		}
+		memcpy(r->client_cert, req->client_cert, req->client_cert_len);
+		r->client_cert_len = req->client_cert_len;
+		memcpy(r->client_key, req->client_key, req->client_key_len);
+		r->client_key_len = req->client_key_len;
+	}
 	if (url_memo_get(h, r, key, oom))
 		problem = NULL;
 	else

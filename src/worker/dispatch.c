@@ -130,6 +130,7 @@ http_config(void)
 	cfg.follow_cross_origin = jobflow_follow_cross_origin_redirects;
 	cfg.doh_url = jobflow_test_doh_url;
 	cfg.ca_file = jobflow_tls_ca_file;
+	cfg.ca_path = jobflow_tls_ca_path;
 	return cfg;
 }
 
@@ -406,6 +407,39 @@ build_request(JfWorkerState *ws, HeapTuple tup, TupleDesc desc, uint32 queue,
 									   req->body_len);
 		req->nheaders = nheaders;
 	}
+	/* the queue's client certificate and key, bound to this origin */
+	d = SPI_getbinval(tup, desc, 17, &isnull);
+	if (!isnull)
+	{
+		Datum	   *pems;
+		bool	   *pnulls;
+		int			npems;
+
+		deconstruct_array(DatumGetArrayTypeP(d), TEXTOID, -1, false, TYPALIGN_INT,
+						  &pems, &pnulls, &npems);
+		if (npems == 2 && !pnulls[0] && !pnulls[1])
+		{
+			text	   *cert = DatumGetTextPP(pems[0]);
+			text	   *key = DatumGetTextPP(pems[1]);
+
+			req->client_cert_len = VARSIZE_ANY_EXHDR(cert);
+			req->client_cert = pnstrdup(VARDATA_ANY(cert), req->client_cert_len);
+			req->client_key_len = VARSIZE_ANY_EXHDR(key);
+			req->client_key = pnstrdup(VARDATA_ANY(key), req->client_key_len);
+		}
+	}
+}
+
+/*
+ * The copies of client keys in claimed requests, once libcurl's dispatcher
+ * has its own: wiped before their context is reset.
+ */
+static void
+wipe_client_keys(JfHttpRequest *reqs, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (reqs[i].client_key != NULL)
+			explicit_bzero((char *) reqs[i].client_key, reqs[i].client_key_len);
 }
 
 /* An entry and the secret values it keeps. */
@@ -765,7 +799,18 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 		 * the batch (CTE k, not a subquery run again for each of its rows),
 		 * the installation id once (an InitPlan); the header secrets only
 		 * for rows whose headers name one (the jsonpath test is true for
-		 * every row where the subquery could find anything).  Together they
+		 * every row where the subquery could find anything); the client
+		 * certificate of the task's queue only for owners that have one
+		 * (CTE m), and only when bound to the task's origin.
+		 *
+		 * libcurl reuses a pooled connection, and resumes a TLS session,
+		 * for a request whose certificate blob is the same, whatever its
+		 * key: a tenant that stored another's certificate (public, after
+		 * all) with a key of its own would ride on the other's
+		 * authenticated connections.  So the blob carries, after the PEM
+		 * blocks (where OpenSSL's reader skips text), the owner and a
+		 * digest of the key: one owner's certificate with one key is one
+		 * blob.  Together they
 		 * cost a third of the statement when run for every row.
 		 */
 		SPIPlanPtr	plan = SPI_prepare_cursor(
@@ -784,11 +829,14 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"    FROM jobflow.signing_secrets s"
 			"   WHERE s.owner IN (SELECT c.owner FROM c)"
 			"     AND (s.expires_at IS NULL OR s.expires_at > pg_catalog.now())"
-			"   GROUP BY s.owner)"
+			"   GROUP BY s.owner),"
+			" m AS MATERIALIZED ("
+			"  SELECT DISTINCT x.owner FROM jobflow.client_certificates x"
+			"   WHERE x.owner IN (SELECT c.owner FROM c))"
 			"UPDATE jobflow.tasks t"
 			"   SET state = 'running', attempts = t.attempts + 1,"
 			"       updated_at = pg_catalog.now()"
-			"  FROM c LEFT JOIN k ON k.owner = c.owner"
+			"  FROM c LEFT JOIN k ON k.owner = c.owner LEFT JOIN m ON m.owner = c.owner"
 			" WHERE t.id = c.id"
 			" RETURNING t.id, t.attempts, t.max_attempts, t.owner, t.run_at,"
 			"           t.url, t.method, t.headers, t.body, t.content_type, t.timeout_ms,"
@@ -803,7 +851,20 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"                                FROM pg_catalog.jsonb_each(t.headers) h)"
 			"               AND jobflow._origin(t.url) OPERATOR(pg_catalog.=) ANY (x.origins))"
 			"           END,"
-			"           t.queue",
+			"           t.queue,"
+			"           CASE WHEN m.owner IS NOT NULL THEN"
+			"           (SELECT ARRAY[x.certificate OPERATOR(pg_catalog.||) E'\\n# jobflow '"
+			"                         OPERATOR(pg_catalog.||) t.owner::pg_catalog.oid::pg_catalog.text"
+			"                         OPERATOR(pg_catalog.||) ' '"
+			"                         OPERATOR(pg_catalog.||) pg_catalog.encode(pg_catalog.sha256("
+			"                              pg_catalog.textsend(x.private_key)), 'hex')"
+			"                         OPERATOR(pg_catalog.||) E'\\n',"
+			"                         x.private_key]"
+			"              FROM jobflow.queues q, jobflow.client_certificates x"
+			"             WHERE q.owner = t.owner AND q.name = t.queue"
+			"               AND x.owner = t.owner AND x.name = q.client_certificate"
+			"               AND jobflow._origin(t.url) OPERATOR(pg_catalog.=) ANY (x.origins))"
+			"           END",
 			2, types, CURSOR_OPT_GENERIC_PLAN);
 
 		if (plan == NULL)
@@ -888,6 +949,7 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 
 	/* only now: a claim that failed to commit must send nothing */
 	submit_requests(ws, reqs, nclaimed);
+	wipe_client_keys(reqs, nclaimed);
 	ws->dispatch->ncommitted = 0;
 	pg_atomic_fetch_add_u64(&jf_figures->fired, nclaimed);
 	MemoryContextReset(ws->dispatch->claim_cxt);

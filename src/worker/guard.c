@@ -374,8 +374,9 @@ sweep_table(const char *relname, const char *sql, Datum gone, bool everyone,
 
 /*
  * What roles that no longer exist left: their pending tasks are
- * cancelled, their timers paused, their configured queues, secrets and
- * signing secrets deleted (the claim never sends their tasks meanwhile).
+ * cancelled, their timers paused, their configured queues, secrets,
+ * signing secrets and client certificates deleted (the claim never sends
+ * their tasks meanwhile).
  * With everyone, for every owner no role has; else for the roles in gone.
  * Every statement checks pg_authid again: an oid given to a new role since
  * is left alone.
@@ -404,6 +405,9 @@ sweep(Datum gone, bool everyone)
 					   gone, everyone, SPI_OK_DELETE);
 	(void) sweep_table("signing_secrets",
 					   "DELETE FROM jobflow.signing_secrets x WHERE true%s" NO_ROLE_LEFT,
+					   gone, everyone, SPI_OK_DELETE);
+	(void) sweep_table("client_certificates",
+					   "DELETE FROM jobflow.client_certificates x WHERE true%s" NO_ROLE_LEFT,
 					   gone, everyone, SPI_OK_DELETE);
 	if (tasks + timers > 0)
 		ereport(LOG,

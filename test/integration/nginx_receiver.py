@@ -12,12 +12,19 @@
 #   make_ca(directory)       a test CA and a certificate for 127.0.0.1 and
 #                            "localhost" signed by it (openssl), returns
 #                            (ca_file, cert_file, key_file)
-#   Nginx(keepalive_timeout="1s", http2=False, ca_from=None)
-#       (ca_from: another Nginx whose CA and certificate to use)
+#   Nginx(keepalive_timeout="1s", http2=False, ca_from=None, client_ca=None)
+#       (ca_from: another Nginx whose CA and certificate to use; client_ca:
+#       a PEM file of client CAs, which adds two more https ports,
+#       .mtls_ports, that require a client certificate signed by one of
+#       them: ssl_verify_client on; /to-other there redirects (307) to
+#       /redirected on the other one)
 #       .start(), .stop(), .reload() (a graceful restart: new workers take
 #       over, the old ones close their idle connections), .url(scheme,
 #       path), .log() (one dict per request: arrival, uri, task id,
-#       attempt, status, connection serial and requests on it)
+#       attempt, status, connection serial and requests on it, the port,
+#       and the subject of the client certificate and nginx's verdict on
+#       it, $ssl_client_s_dn (no blank in it) and $ssl_client_verify: "-"
+#       and NONE without one)
 #
 # Every path answers 200 "ok".  Its files live in a directory of its own
 # that everyone may read (the server, which runs as another user, reads
@@ -48,7 +55,7 @@ http {
     fastcgi_temp_path %(prefix)s/tmp/fastcgi;
     uwsgi_temp_path %(prefix)s/tmp/uwsgi;
     scgi_temp_path %(prefix)s/tmp/scgi;
-    log_format jobflow '$msec $request_uri $http_x_jobflow_task_id $http_x_jobflow_attempt $status $connection $connection_requests $server_protocol';
+    log_format jobflow '$msec $request_uri $http_x_jobflow_task_id $http_x_jobflow_attempt $status $connection $connection_requests $server_protocol $server_port $ssl_client_s_dn $ssl_client_verify';
     access_log %(prefix)s/access.log jobflow;
     keepalive_requests 1000000;
     keepalive_timeout %(keepalive)s;
@@ -62,7 +69,20 @@ http {
         ssl_certificate_key %(key)s;
         location / { return 200 "ok\\n"; }
     }
+%(mtls_servers)s
 }
+"""
+
+MTLS_SERVER = """
+    server {
+        listen 127.0.0.1:%(port)d ssl;
+        ssl_certificate %(cert)s;
+        ssl_certificate_key %(key)s;
+        ssl_client_certificate %(client_ca)s;
+        ssl_verify_client on;
+        location / { return 200 "ok\\n"; }
+        location /to-other { return 307 https://127.0.0.1:%(other)d/redirected$is_args$args; }
+    }
 """
 
 
@@ -94,7 +114,7 @@ def make_ca(directory):
 
 
 class Nginx:
-    def __init__(self, keepalive_timeout="1s", http2=False, ca_from=None):
+    def __init__(self, keepalive_timeout="1s", http2=False, ca_from=None, client_ca=None):
         self.prefix = tempfile.mkdtemp(prefix="jobflow-nginx-")
         os.chmod(self.prefix, 0o755)
         os.makedirs(os.path.join(self.prefix, "tmp"))
@@ -104,6 +124,10 @@ class Nginx:
             self.ca, cert, key = ca_from.ca, ca_from.cert, ca_from.key
         self.cert, self.key = cert, key
         self.http_port, self.https_port = free_port(), free_port()
+        self.mtls_ports = [free_port(), free_port()] if client_ca else []
+        mtls_servers = "".join(MTLS_SERVER % dict(port=p, other=o, cert=cert, key=key,
+                                                  client_ca=client_ca)
+                               for p, o in zip(self.mtls_ports, self.mtls_ports[::-1]))
         if os.getuid() == 0:
             user_line = "user nobody nogroup;"
         else:
@@ -112,7 +136,8 @@ class Nginx:
             f.write(CONF % dict(user_line=user_line, prefix=self.prefix,
                                 keepalive=keepalive_timeout,
                                 http_port=self.http_port, https_port=self.https_port,
-                                http2=" http2" if http2 else "", cert=cert, key=key))
+                                http2=" http2" if http2 else "", cert=cert, key=key,
+                                mtls_servers=mtls_servers))
         self.pid = None
 
     def _nginx(self, *args):
@@ -128,7 +153,7 @@ class Nginx:
                 break
             time.sleep(0.05)
         self.pid = int(open(pidfile).read())
-        for port in (self.http_port, self.https_port):
+        for port in [self.http_port, self.https_port] + self.mtls_ports:
             for _ in range(100):
                 try:
                     socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -193,5 +218,8 @@ class Nginx:
                     continue
                 rows.append(dict(msec=float(p[0]), uri=p[1], task_id=p[2], attempt=p[3],
                                  status=int(p[4]), connection=int(p[5]),
-                                 connection_requests=int(p[6]), protocol=p[7]))
+                                 connection_requests=int(p[6]), protocol=p[7],
+                                 port=int(p[8]) if len(p) > 8 else None,
+                                 client_subject=p[9] if len(p) > 9 else None,
+                                 client_verify=" ".join(p[10:]) if len(p) > 10 else None))
         return rows

@@ -33,7 +33,8 @@ KINDS = ("fresh", "from 0.2.0", "from 0.1.0")
 KIND_IDS = [k.replace(" ", "-") for k in KINDS]
 
 # jobflow's tables that hold rows of an owner (a regrole column "owner")
-OWNED_TABLES = ("cron_timers", "tasks", "task_log", "queues", "secrets", "signing_secrets")
+OWNED_TABLES = ("cron_timers", "tasks", "task_log", "queues", "secrets", "signing_secrets",
+                "client_certificates")
 
 
 def set_secret_sql(name, value, for_role=None):

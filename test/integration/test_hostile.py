@@ -397,6 +397,14 @@ SECRET_HEADERS = '{"X-Api-Key": {"secret": "%(secret)s"}}'
 COPY_ROWS = "%(url)s&copy=1\t" + SECRET_HEADERS + "\t2100-01-01 00:00:00+00\n" \
             "%(url)s&copy=2\t{}\t2100-01-01 00:00:00+00\n"
 
+# ---- client certificates (issue 25, item 7) ----
+# PEM in shape only: set_client_certificate() checks the form, the
+# handshake the rest; the origin is https, as a certificate's must be
+PEM_CERT = "'-----BEGIN CERTIFICATE-----\nMIIBhostile\n-----END CERTIFICATE-----\n'"
+PEM_KEY = "'-----BEGIN PRIVATE KEY-----\nMIIEhostile\n-----END PRIVATE KEY-----\n'"
+CERT_ORIGINS = "ARRAY['https://127.0.0.1:1']"
+# ---- end of client certificates ----
+
 # what a tenant (a member of jobflow_user) may do, and what it may not
 TENANT_CALLS = [
     Call("set_secret", F("set_secret"), set_secret_sql("secret", "secret_value"), must="succeed"),
@@ -625,6 +633,32 @@ TENANT_CALLS = [
          must="succeed"),
     Call("drop_secret for_role itself", F("drop_secret"),
          "SELECT jobflow.drop_secret(%(secret2)s, for_role => %(me)s::regrole)"),
+    # ---- client certificates (issue 25, item 7) ----
+    Call("set_client_certificate", F("set_client_certificate"),
+         "SELECT jobflow.set_client_certificate(%(secret)s, " + PEM_CERT + ", " + PEM_KEY + ", "
+         + CERT_ORIGINS + ")", must="succeed"),
+    Call("set_client_certificate for_role itself", F("set_client_certificate"),
+         "SELECT jobflow.set_client_certificate(%(secret2)s, " + PEM_CERT + ", " + PEM_KEY + ", "
+         + CERT_ORIGINS + ", for_role => %(me)s::regrole)"),
+    Call("client_certificate_names", R("client_certificate_names", "SELECT"),
+         "SELECT * FROM jobflow.client_certificate_names", must="succeed"),
+    Call("client_certificates: select", set(), "SELECT * FROM jobflow.client_certificates",
+         must="refuse"),
+    Call("set_queue_client_certificate", F("set_queue_client_certificate"),
+         "SELECT jobflow.set_queue_client_certificate(%(queue)s || '-tls', %(secret)s)",
+         must="succeed"),
+    Call("set_queue_client_certificate owner itself", F("set_queue_client_certificate"),
+         "SELECT jobflow.set_queue_client_certificate(%(queue)s || '-tls', %(secret)s,"
+         " owner => %(me)s::regrole)"),
+    Call("drop_client_certificate: in use", F("drop_client_certificate"),
+         "SELECT jobflow.drop_client_certificate(%(secret)s)"),
+    Call("set_queue_client_certificate: none", F("set_queue_client_certificate"),
+         "SELECT jobflow.set_queue_client_certificate(%(queue)s || '-tls', NULL)", must="succeed"),
+    Call("drop_client_certificate", F("drop_client_certificate"),
+         "SELECT jobflow.drop_client_certificate(%(secret)s)", must="succeed"),
+    Call("drop_client_certificate for_role itself", F("drop_client_certificate"),
+         "SELECT jobflow.drop_client_certificate(%(secret2)s, for_role => %(me)s::regrole)"),
+    # ---- end of client certificates ----
     Call("worker_status", F("worker_status"), "SELECT * FROM jobflow.worker_status()",
          must="succeed"),
     Call("outcome_channel", F("outcome_channel"), "SELECT jobflow.outcome_channel()",
@@ -719,6 +753,25 @@ ADMIN_CALLS = [
          must="succeed"),
     Call("revoke_signing_secret for_role tenant", F("revoke_signing_secret"),
          "SELECT jobflow.revoke_signing_secret(for_role => %(tenant)s::regrole)"),
+    # ---- client certificates (issue 25, item 7) ----
+    Call("set_client_certificate for_role tenant", F("set_client_certificate"),
+         "SELECT jobflow.set_client_certificate(%(tsecret2)s, " + PEM_CERT + ", " + PEM_KEY + ", "
+         + CERT_ORIGINS + ", for_role => %(tenant)s::regrole)", must="succeed"),
+    Call("set_queue_client_certificate owner tenant", F("set_queue_client_certificate"),
+         "SELECT jobflow.set_queue_client_certificate(%(tqueue)s, %(tsecret2)s,"
+         " owner => %(tenant)s::regrole)", must="succeed"),
+    Call("the tenant's client_certificate_names", R("client_certificate_names", "SELECT"),
+         "SELECT count(*) FROM jobflow.client_certificate_names WHERE owner = %(tenant)s::regrole",
+         must="succeed"),
+    Call("set_queue_client_certificate owner tenant: none", F("set_queue_client_certificate"),
+         "SELECT jobflow.set_queue_client_certificate(%(tqueue)s, NULL,"
+         " owner => %(tenant)s::regrole)", must="succeed"),
+    Call("drop_client_certificate for_role tenant", F("drop_client_certificate"),
+         "SELECT jobflow.drop_client_certificate(%(tsecret2)s, for_role => %(tenant)s::regrole)",
+         must="succeed"),
+    Call("client_certificates: select", set(), "SELECT * FROM jobflow.client_certificates",
+         must="refuse"),
+    # ---- end of client certificates ----
     Call("set_queue owner tenant", F("set_queue"),
          "SELECT jobflow.set_queue(%(tqueue)s, max_per_second => 10, owner => %(tenant)s::regrole)",
          must="succeed"),

@@ -29,7 +29,8 @@ BASE_PORT = int(os.environ.get("PGPORT", "54329")) + 20
 
 # the tables docs/operations.md publishes for a move (all but outcome_key)
 MOVED = ("jobflow.tasks, jobflow.task_log, jobflow.cron_timers, jobflow.queues,"
-         " jobflow.secrets, jobflow.signing_secrets, jobflow.installation")
+         " jobflow.secrets, jobflow.signing_secrets, jobflow.client_certificates,"
+         " jobflow.installation")
 
 
 class Node(pgnode.Node):

@@ -203,12 +203,20 @@ class Tenancy:
                "a_key": "a-key", "a_value": "the value of a",
                "origins": [origin_of(receiver.url("/"))]}
         ctx["b_value"] = "the value of b"
+        # ---- client certificates (issue 25, item 7): PEM in shape only ----
+        ctx["a_cert"] = "a-cert"
+        ctx["pem_cert"] = "-----BEGIN CERTIFICATE-----\nMIIBpriv\n-----END CERTIFICATE-----\n"
+        ctx["pem_key"] = "-----BEGIN PRIVATE KEY-----\nMIIEpriv\n-----END PRIVATE KEY-----\n"
+        ctx["cert_origins"] = ["https://127.0.0.1:1"]
         ctx["a_secret_headers"] = json.dumps({"X-Api-Key": {"secret": ctx["a_secret"]}})
         conn = t.connect(self.a)
         with conn.cursor() as cur:
             cur.execute(set_secret_sql("a_secret", "a_value"), ctx)
             cur.execute("SELECT jobflow.create_signing_secret()")
             cur.execute("SELECT jobflow.set_queue(%(a_queue)s, max_concurrent => 2)", ctx)
+            cur.execute("SELECT jobflow.set_client_certificate(%(a_cert)s, %(pem_cert)s,"
+                        " %(pem_key)s, %(cert_origins)s)", ctx)
+            cur.execute("SELECT jobflow.set_queue_client_certificate(%(a_queue)s, %(a_cert)s)", ctx)
             cur.execute("SELECT jobflow.schedule(%(url)s, run_at => now() + interval '1 day',"
                         " headers => %(a_secret_headers)s, key => %(a_key)s, queue => %(a_queue)s)",
                         ctx)
@@ -247,7 +255,8 @@ class Tenancy:
     def snapshot(self):
         """Every row of tenant A in jobflow's tables, read as the owner."""
         snap = {}
-        for table in ("tasks", "task_log", "cron_timers", "queues", "secrets", "signing_secrets"):
+        for table in ("tasks", "task_log", "cron_timers", "queues", "secrets", "signing_secrets",
+                      "client_certificates"):
             snap[table] = rows(self.target.su, "SELECT * FROM jobflow.%s WHERE owner = %%s::regrole"
                                                " ORDER BY 1, 2" % table, (self.a,))
         return snap
@@ -354,6 +363,9 @@ REACH = {
     "jobflow.failed_tasks": {"select": "SELECT count(*) FROM jobflow.failed_tasks WHERE id = %(a_failed)s"},
     "jobflow.secret_names": {
         "select": "SELECT count(*) FROM jobflow.secret_names WHERE owner = %(a)s::regrole"},
+    "jobflow.client_certificate_names": {
+        "select": "SELECT count(*) FROM jobflow.client_certificate_names"
+                  " WHERE owner = %(a)s::regrole"},
     "jobflow.signing_keys": {
         "select": "SELECT count(*) FROM jobflow.signing_keys WHERE owner = %(a)s::regrole"},
     "jobflow.endpoints": {
@@ -510,6 +522,25 @@ OTHER_TENANT = [
     ("jobflow.drop_secret", "SELECT jobflow.drop_secret(%(a_secret)s, for_role => %(a)s::regrole)",
      "refused"),
     ("jobflow.drop_secret", "SELECT jobflow.drop_secret(%(a_secret)s)", "none"),
+    # ---- client certificates (issue 25, item 7) ----
+    ("jobflow.client_certificates", "SELECT count(*) FROM jobflow.client_certificates", "refused"),
+    ("jobflow.client_certificate_names",
+     "SELECT count(*) FROM jobflow.client_certificate_names WHERE owner = %(a)s::regrole", "rows"),
+    ("jobflow.set_client_certificate",
+     "SELECT jobflow.set_client_certificate(%(a_cert)s, %(pem_cert)s, %(pem_key)s, %(cert_origins)s,"
+     " for_role => %(a)s::regrole)", "refused"),
+    ("jobflow.set_client_certificate",
+     "SELECT jobflow.set_client_certificate(%(a_cert)s || '-b', %(pem_cert)s, %(pem_key)s,"
+     " %(cert_origins)s)", "none"),
+    ("jobflow.set_queue_client_certificate",
+     "SELECT jobflow.set_queue_client_certificate(%(a_queue)s, NULL, owner => %(a)s::regrole)",
+     "refused"),
+    ("jobflow.set_queue_client_certificate",
+     "SELECT jobflow.set_queue_client_certificate(%(a_queue)s, %(a_cert)s)", "refused"),
+    ("jobflow.drop_client_certificate",
+     "SELECT jobflow.drop_client_certificate(%(a_cert)s, for_role => %(a)s::regrole)", "refused"),
+    ("jobflow.drop_client_certificate", "SELECT jobflow.drop_client_certificate(%(a_cert)s)", "none"),
+    # ---- end of client certificates ----
     ("jobflow.create_signing_secret", "SELECT jobflow.create_signing_secret(for_role => %(a)s::regrole)",
      "refused"),
     ("jobflow.revoke_signing_secret", "SELECT jobflow.revoke_signing_secret(for_role => %(a)s::regrole)",

@@ -871,6 +871,15 @@ test_outcome_classes(void)
 	}
 	r.curl_code = CURLE_RECV_ERROR;
 	CHECK(jf_http_result_class(&r) == JF_CLASS_OTHER);
+	/* a TLS alert after the handshake (TLS 1.3: a client certificate refused) */
+	snprintf(r.error, sizeof(r.error), "%s",
+			 "OpenSSL SSL_read: OpenSSL/3.0.19: error:0A00045C:SSL routines::tlsv13 alert certificate required, errno 0");
+	CHECK(jf_http_result_class(&r) == JF_CLASS_TLS);
+	r.curl_code = CURLE_SEND_ERROR;
+	CHECK(jf_http_result_class(&r) == JF_CLASS_TLS);
+	snprintf(r.error, sizeof(r.error), "%s", "Send failure: Connection reset by peer");
+	CHECK(jf_http_result_class(&r) == JF_CLASS_OTHER);
+	r.error[0] = '\0';
 	/* jobflow's own reasons win over the code curl stopped with */
 	r.error_kind = JF_HTTP_INVALID;
 	r.curl_code = CURLE_COULDNT_CONNECT;
