@@ -11,16 +11,23 @@
 #         row because the task's row records it; a task deleted (or
 #         otherwise no longer running) while its request was in flight
 #         has no row to record it, and its success vanished without a
-#         trace, where "all" logs it (log_writer.c).
+#         trace, where "all" logs it (log_writer.c);
+#       - one tenant blinded jobflow.endpoints and explain() for every
+#         other: a worker publishes 64 circuits, and a tenant whose
+#         requests fail at 64 origins of its own filled all 64; another
+#         tenant's open circuit, holding its tasks, was then in neither
+#         (core/circuit.c, jf_circuits_list).
 #
 # -------------------------------------------------------------------------
 
+import socket
 import time
 import uuid
 
 import pytest
 
-from conftest import call, query, schedule, task_log
+from conftest import call, query, schedule, task_log, wait_final
+from test_circuits import as_tenant, circuits, endpoints  # noqa: F401 (a fixture)
 
 
 def wait_running(conn, task_id, timeout=10.0):
@@ -52,3 +59,48 @@ def test_quiet_logging_keeps_a_success_whose_task_row_is_gone(db, receiver, mode
         assert len(receiver.tagged(tag)) == 1
     finally:
         call(db, "SELECT jobflow.drop_queue(%s)", (queue,))
+
+
+def closed_port():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()                        # nothing listens there now
+    return port
+
+
+def test_a_tenant_cannot_hide_another_tenants_circuits(db, server, new_role, circuits):
+    """Tenant A's requests fail at 600 origins of its own (refused
+    connections on loopback addresses): 600 open circuits.  Tenant B's
+    fail at 3: B's jobflow.endpoints shows B's 3 open circuits, and
+    explain() of B's held task says why it waits."""
+    circuits(600)                       # no probe within the test
+    a, b = new_role(), new_role()
+    port = closed_port()
+    try:
+        a_ids = as_tenant(db, a, query,
+                          "SELECT jobflow.schedule(pg_catalog.format('http://127.0.%%s.%%s:%%s/a',"
+                          "       10 + i / 200, 1 + i %% 200, %s), max_attempts => 1) AS id"
+                          "  FROM generate_series(0, 599) o(i), generate_series(1, 3) k",
+                          (port,))
+        b_origins = ["http://127.0.9.%d:%d" % (i, port) for i in (1, 2, 3)]
+        b_ids = [as_tenant(db, b, schedule, "%s/b?%d" % (o, k), max_attempts=1)
+                 for o in b_origins for k in range(3)]
+        states = wait_final(db, [r["id"] for r in a_ids] + b_ids, timeout=120)
+        assert set(states.values()) == {"failed"}
+        held = as_tenant(db, b, schedule, b_origins[0] + "/held", max_attempts=1)
+        deadline = time.time() + 10
+        while True:
+            mine = sorted(r["origin"] for r in endpoints(db, b) if r["state"] == "open")
+            if mine == b_origins or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        shown_a = len(endpoints(db, a))
+        print("A's circuits shown to A: %d; B's open ones shown to B: %d" % (shown_a, len(mine)))
+        assert mine == b_origins
+        reasons = as_tenant(db, b, query, "SELECT reason FROM jobflow.explain(%s)", (held,))
+        assert "circuit_open" in [r["reason"] for r in reasons], reasons
+    finally:
+        # the worker forgets every circuit, the other tests' views stay clear
+        server.set_guc(db, "jobflow.circuit_failures", 0)
+        time.sleep(0.5)
