@@ -16,7 +16,12 @@
 #         other: a worker publishes 64 circuits, and a tenant whose
 #         requests fail at 64 origins of its own filled all 64; another
 #         tenant's open circuit, holding its tasks, was then in neither
-#         (core/circuit.c, jf_circuits_list).
+#         (core/circuit.c, jf_circuits_list);
+#       - the same tenant silenced the other's circuit notifications: a
+#         worker kept 64 circuit changes between two turns and dropped
+#         the rest, and 600 circuits of one tenant opening together left
+#         no "circuit:open:..." for another tenant whose circuits opened
+#         in the same turns (worker/dispatch.c, note_change).
 #
 # -------------------------------------------------------------------------
 
@@ -26,7 +31,7 @@ import uuid
 
 import pytest
 
-from conftest import call, query, schedule, task_log, wait_final
+from conftest import call, notifications, query, schedule, task_log, wait_final
 from test_circuits import as_tenant, circuits, endpoints  # noqa: F401 (a fixture)
 
 
@@ -69,22 +74,27 @@ def closed_port():
     return port
 
 
-def test_a_tenant_cannot_hide_another_tenants_circuits(db, server, new_role, circuits):
+def test_a_tenant_cannot_hide_another_tenants_circuits(db, server, connect, new_role, circuits):
     """Tenant A's requests fail at 600 origins of its own (refused
-    connections on loopback addresses): 600 open circuits.  Tenant B's
-    fail at 3: B's jobflow.endpoints shows B's 3 open circuits, and
-    explain() of B's held task says why it waits."""
+    connections on loopback addresses), due at the same moment as tenant
+    B's that fail at 3: 603 circuits open.  B's jobflow.endpoints shows
+    B's 3 open circuits, explain() of B's held task says why it waits,
+    and B hears on its outcome channel of each of its circuits opening."""
     circuits(600)                       # no probe within the test
     a, b = new_role(), new_role()
+    listener = connect(user=b)
+    channel = query(listener, "SELECT jobflow.listen_outcomes() AS c")[0]["c"]
     port = closed_port()
+    at = call(db, "SELECT now() + interval '2 s'")
     try:
         a_ids = as_tenant(db, a, query,
                           "SELECT jobflow.schedule(pg_catalog.format('http://127.0.%%s.%%s:%%s/a',"
-                          "       10 + i / 200, 1 + i %% 200, %s), max_attempts => 1) AS id"
+                          "       10 + i / 200, 1 + i %% 200, %s), run_at => %s,"
+                          "       max_attempts => 1) AS id"
                           "  FROM generate_series(0, 599) o(i), generate_series(1, 3) k",
-                          (port,))
+                          (port, at))
         b_origins = ["http://127.0.9.%d:%d" % (i, port) for i in (1, 2, 3)]
-        b_ids = [as_tenant(db, b, schedule, "%s/b?%d" % (o, k), max_attempts=1)
+        b_ids = [as_tenant(db, b, schedule, "%s/b?%d" % (o, k), run_at=at, max_attempts=1)
                  for o in b_origins for k in range(3)]
         states = wait_final(db, [r["id"] for r in a_ids] + b_ids, timeout=120)
         assert set(states.values()) == {"failed"}
@@ -95,11 +105,13 @@ def test_a_tenant_cannot_hide_another_tenants_circuits(db, server, new_role, cir
             if mine == b_origins or time.time() > deadline:
                 break
             time.sleep(0.2)
-        shown_a = len(endpoints(db, a))
-        print("A's circuits shown to A: %d; B's open ones shown to B: %d" % (shown_a, len(mine)))
+        said = [n.payload for n in notifications(listener, 1.5) if n.channel == channel]
+        print("A's circuits shown to A: %d; B's open ones shown to B: %d; told to B: %s"
+              % (len(endpoints(db, a)), len(mine), said))
         assert mine == b_origins
         reasons = as_tenant(db, b, query, "SELECT reason FROM jobflow.explain(%s)", (held,))
         assert "circuit_open" in [r["reason"] for r in reasons], reasons
+        assert sorted(said) == ["circuit:open:" + o for o in b_origins]
     finally:
         # the worker forgets every circuit, the other tests' views stay clear
         server.set_guc(db, "jobflow.circuit_failures", 0)
