@@ -21,14 +21,21 @@
 #         worker kept 64 circuit changes between two turns and dropped
 #         the rest, and 600 circuits of one tenant opening together left
 #         no "circuit:open:..." for another tenant whose circuits opened
-#         in the same turns (worker/dispatch.c, note_change).
+#         in the same turns (worker/dispatch.c, note_change);
+#       - a tenant calling reset_circuit() in a loop (on origins of its
+#         own, or any text that is an origin) filled the 16 places for
+#         resets waiting for the worker, and another tenant's (or an
+#         administrator's) reset_circuit() failed with "too many circuit
+#         resets are waiting" (api/circuits.c).
 #
 # -------------------------------------------------------------------------
 
 import socket
+import threading
 import time
 import uuid
 
+import psycopg2
 import pytest
 
 from conftest import call, notifications, query, schedule, task_log, wait_final
@@ -116,3 +123,43 @@ def test_a_tenant_cannot_hide_another_tenants_circuits(db, server, connect, new_
         # the worker forgets every circuit, the other tests' views stay clear
         server.set_guc(db, "jobflow.circuit_failures", 0)
         time.sleep(0.5)
+
+
+def test_a_tenant_resetting_in_a_loop_does_not_refuse_anothers_reset(db, connect, new_role):
+    """Tenant A resets circuits of 50 origins of its own as fast as it
+    can, errors ignored; meanwhile every reset_circuit() of tenant B
+    goes through."""
+    a, b = new_role(), new_role()
+    spammer = connect(user=a)
+    done = threading.Event()
+
+    def spam():
+        try:
+            with spammer.cursor() as cur:
+                cur.execute("DO $$ BEGIN FOR i IN 1..200000 LOOP BEGIN"
+                            " PERFORM jobflow.reset_circuit('http://a' || i % 50 || '.example');"
+                            " EXCEPTION WHEN others THEN NULL; END; END LOOP; END $$")
+        except psycopg2.Error:
+            pass                        # cancelled at the end
+        finally:
+            done.set()
+    thread = threading.Thread(target=spam, daemon=True)
+    thread.start()
+    refused = 0
+    calls = 0
+    victim = connect(user=b)
+    try:
+        time.sleep(0.5)
+        while calls < 60 and not done.is_set():
+            try:
+                call(victim, "SELECT jobflow.reset_circuit('http://127.0.0.1:1')")
+            except psycopg2.errors.ObjectNotInPrerequisiteState:
+                refused += 1
+            calls += 1
+            time.sleep(0.02)
+    finally:
+        spammer.cancel()
+        thread.join(30)
+    print("B's resets refused: %d of %d" % (refused, calls))
+    assert calls >= 20, "the loop of A ended too soon to tell"
+    assert refused == 0
