@@ -26,7 +26,9 @@
 #         own, or any text that is an origin) filled the 16 places for
 #         resets waiting for the worker, and another tenant's (or an
 #         administrator's) reset_circuit() failed with "too many circuit
-#         resets are waiting" (api/circuits.c).
+#         resets are waiting" (api/circuits.c);
+#       - reset_circuit() quoted a text that is no origin back raw into
+#         its error, newlines included: a forged line in the server log.
 #
 # -------------------------------------------------------------------------
 
@@ -163,3 +165,21 @@ def test_a_tenant_resetting_in_a_loop_does_not_refuse_anothers_reset(db, connect
     print("B's resets refused: %d of %d" % (refused, calls))
     assert calls >= 20, "the loop of A ended too soon to tell"
     assert refused == 0
+
+
+def test_reset_circuit_does_not_quote_control_characters(db, new_role):
+    """An origin with a line feed and a forged log line in it: the error
+    says it is no origin, without the text."""
+    role = new_role()
+    with db.cursor() as cur:
+        cur.execute("SET ROLE %s" % role)
+        try:
+            for given in ("no origin\n2026-01-01 00:00:00 UTC [1] LOG:  forged",
+                          "x" * 5000):
+                with pytest.raises(psycopg2.errors.InvalidParameterValue) as err:
+                    cur.execute("SELECT jobflow.reset_circuit(%s)", (given,))
+                message = err.value.diag.message_primary
+                assert "\n" not in message and "forged" not in message, message
+                assert len(message) < 200, message
+        finally:
+            cur.execute("RESET ROLE")
