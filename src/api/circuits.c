@@ -209,6 +209,21 @@ jobflow_endpoints(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Whether a text given may be quoted back in an error: short, and no
+ * control character (a line feed would forge a line of the server log).
+ */
+static bool
+printable(const char *s)
+{
+	if (strlen(s) > 100)
+		return false;
+	for (; *s; s++)
+		if ((unsigned char) *s < 0x20 || (unsigned char) *s == 0x7f)
+			return false;
+	return true;
+}
+
+/*
  * Resets of one owner (InvalidOid: administrators' of every owner)
  * waiting in a slot at once, at most: a tenant calling reset_circuit() in
  * a loop takes a quarter of the places, never those of the others.  A
@@ -292,7 +307,8 @@ jobflow_reset_circuit(PG_FUNCTION_ARGS)
 	if (!jf_fair_origin(given, origin, sizeof(origin)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("\"%s\" is not an origin", given),
+				 printable(given) ? errmsg("\"%s\" is not an origin", given) :
+				 errmsg("the text given is not an origin"),
 				 errhint("Name the origin as jobflow.endpoints shows it, such as https://example.com:443, or give a URL of it.")));
 
 	(void) jf_db_slots(MyDatabaseId, slots);
