@@ -362,36 +362,36 @@ typedef struct Ranked
 {
 	Circuit    *e;
 	int			closed;
-	size_t		rank;			/* among its owner's of its kind, from 0 */
+	size_t		rank;			/* among its owner's, from 0 */
 } Ranked;
 
-/* Not closed first; then by owner, oldest first: rank can be counted. */
+/* By owner, its not closed ones first, oldest first: rank can be counted. */
 static int
 compare_owner(const void *a, const void *b)
 {
 	const Ranked *x = a;
 	const Ranked *y = b;
 
-	if (x->closed != y->closed)
-		return x->closed - y->closed;
 	if (x->e->owner != y->e->owner)
 		return x->e->owner < y->e->owner ? -1 : 1;
+	if (x->closed != y->closed)
+		return x->closed - y->closed;
 	if (x->e->since_ms != y->e->since_ms)
 		return x->e->since_ms < y->e->since_ms ? -1 : 1;
 	return strcmp(x->e->origin, y->e->origin);
 }
 
-/* Not closed first; then each owner's first, each owner's second, ... */
+/* Each owner's first, then each owner's second, ...; not closed first. */
 static int
 compare_rank(const void *a, const void *b)
 {
 	const Ranked *x = a;
 	const Ranked *y = b;
 
-	if (x->closed != y->closed)
-		return x->closed - y->closed;
 	if (x->rank != y->rank)
 		return x->rank < y->rank ? -1 : 1;
+	if (x->closed != y->closed)
+		return x->closed - y->closed;
 	return compare_owner(a, b);
 }
 
@@ -408,8 +408,8 @@ list_one(JfCircuitInfo *out, const Circuit *e)
 
 /*
  * More circuits than max: shared out among their owners, each owner's
- * first before any owner's second, so that one owner's many circuits do
- * not hide another's.  -1 when out of memory (the caller lists them in
+ * first (its open ones before those that count failures) before any
+ * owner's second, so that one owner's many circuits do not hide another's.  -1 when out of memory (the caller lists them in
  * table order then).
  */
 static int
@@ -431,8 +431,7 @@ list_shared(JfCircuits *c, JfCircuitInfo *out, int max)
 		}
 	qsort(r, n, sizeof(Ranked), compare_owner);
 	for (i = 0; i < n; i++)
-		r[i].rank = i > 0 && r[i - 1].closed == r[i].closed &&
-			r[i - 1].e->owner == r[i].e->owner ? r[i - 1].rank + 1 : 0;
+		r[i].rank = i > 0 && r[i - 1].e->owner == r[i].e->owner ? r[i - 1].rank + 1 : 0;
 	qsort(r, n, sizeof(Ranked), compare_rank);
 	for (i = 0; i < n && i < (size_t) max; i++)
 		list_one(&out[i], r[i].e);
