@@ -29,6 +29,16 @@
 #         resets are waiting" (api/circuits.c);
 #       - reset_circuit() quoted a text that is no origin back raw into
 #         its error, newlines included: a forged line in the server log.
+#     What held, tried by hand or by the tests of each item: another
+#     tenant's certificate by name, or its own copy of a public certificate
+#     with another key on a pooled connection (the blob carries owner and
+#     key digest); origin matching with ports, case, userinfo and
+#     redirects; keys in rows, views, errors, dumps; another tenant's
+#     circuits, endpoints rows, resets, queues' log_attempts and timers
+#     (run_cron_now answers as for a missing name, control characters
+#     refused); cron_preview with n over 1000, POSIX and odd zones, days no
+#     month has; the worker's own updates of a timer (skipped) run without
+#     the row triggers, so a timer made invalid since cannot fail a claim.
 #
 # -------------------------------------------------------------------------
 
