@@ -158,6 +158,10 @@ def main():
                                   r["flush_us_per_cb"], r["wal_per_cb"], r["busy"], r["others"]))
                 time.sleep(1)
 
+    if os.environ.get("AB_JSON"):
+        with open(os.environ["AB_JSON"], "w") as f:
+            json.dump({"labels": LABEL, "runs": runs}, f, indent=1)
+
     def mine(kind, x=None):
         return [r for r in runs if r["kind"] == kind and (x is None or r["build"] == x)]
 
@@ -206,16 +210,27 @@ def main():
                     (name + " cpu us/cb", kind, "cpu_us_per_cb"), (name + " claim us/cb", kind, "claim_us_per_cb"),
                     (name + " flush us/cb", kind, "flush_us_per_cb"), (name + " stmt/cb", kind, "stmt_per_cb"),
                     (name + " WAL B/cb", kind, "wal_per_cb"), (name + " btree B/cb", kind, "btree_per_cb")]
+    def paired(kind, key):
+        """b / a of each round (a and b ran one right after the other, on
+        a machine about as busy): their median and range."""
+        got = {(r["round"], r["build"]): r[key] for r in mine(kind)}
+        vals = sorted(ix.ratio(got[(i, "b")], got[(i, "a")]) for i in range(1, ROUNDS + 1)
+                      if got.get((i, "a")) and got.get((i, "b")) is not None)
+        return (median(vals), "%s..%s" % (vals[0], vals[-1])) if vals else (None, None)
+
     rows = []
     for name, kind, key in figures:
         if kind not in KINDS:
             continue
         m = {x: med(kind, x, key) for x in BUILDS}
-        rows.append([name, m["a"], m["b"], ix.ratio(m["b"], m["a"]), spread(kind, "a", key),
-                     spread(kind, "b", key)])
+        rows.append([name, m["a"], m["b"], ix.ratio(m["b"], m["a"])] + list(paired(kind, key))
+                    + [spread(kind, "a", key), spread(kind, "b", key)])
     b.table("A. %s (a) vs %s (b): medians of %d rounds" % (LABEL["a"], LABEL["b"], ROUNDS),
-            ["figure", LABEL["a"], LABEL["b"], "b / a", "a: range", "b: range"], rows,
+            ["figure", LABEL["a"], LABEL["b"], "b / a", "paired", "paired: range", "a: range", "b: range"],
+            rows,
             ["rounds alternate the order (a b, b a, ...); VACUUM ANALYZE and CHECKPOINT before each run",
+             "b / a: of the medians; paired: the median of each round's b / a (the two ran one"
+             " right after the other), less moved by a machine whose load changes between rounds",
              "b / a above 1 is a cost for lateness, time, CPU and WAL; below 1 for cb/s;"
              " range: the lowest and highest run, to compare with the difference of the medians"])
     busy = [r["busy"] for r in runs]
@@ -231,9 +246,6 @@ def main():
         if top:
             print("\npg_stat_statements, the worker's statements on %s (all measured runs):" % LABEL[x])
             print("\n".join("  %8d calls %10s ms %8s ms/call  %s" % tuple(r) for r in top))
-    if os.environ.get("AB_JSON"):
-        with open(os.environ["AB_JSON"], "w") as f:
-            json.dump({"labels": LABEL, "runs": runs}, f, indent=1)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     head = subprocess.run(["git", "-C", repo, "log", "-1", "--format=%h"],
                           capture_output=True, text=True).stdout.strip()
