@@ -13,6 +13,8 @@
 #       W2   20,000 tasks due at one instant, default caps: callbacks/s from
 #            first to last arrival, time until every outcome is written
 #       W2f  W2 with every tenth callback answered 404 (max_attempts 1)
+#       W2c  (when asked for) one occurrence of each of 20,000 cron timers,
+#            due at one instant: tasks with cron_id and cron_at
 #     and for each, the WAL written from the INSERT's commit until every
 #     outcome is written, per callback (pg_current_wal_lsn, pg_waldump
 #     --stats), the worker's CPU per callback, its statements per callback
@@ -20,7 +22,7 @@
 #     outcome writes), and how busy the machine was.  Prints each run, then
 #     the medians side by side, b / a, and each build's range.
 #
-#     AB_ROUNDS (default 3), AB_KINDS (default w1,w2,w2f), AB_JSON (also
+#     AB_ROUNDS (default 3), AB_KINDS (default w1,w2,w2f; w2c too when asked), AB_JSON (also
 #     write every run to that file).
 #
 # -------------------------------------------------------------------------
@@ -40,8 +42,8 @@ from schemes import median      # noqa: E402
 
 ROUNDS = int(os.environ.get("AB_ROUNDS", "3"))
 KINDS = [k for k in os.environ.get("AB_KINDS", "w1,w2,w2f").split(",") if k]
-if not KINDS or any(k not in ("w1", "w2", "w2f") for k in KINDS):
-    sys.exit("AB_KINDS: a comma list of w1, w2, w2f")
+if not KINDS or any(k not in ("w1", "w2", "w2f", "w2c") for k in KINDS):
+    sys.exit("AB_KINDS: a comma list of w1, w2, w2f, w2c")
 BUILDS = ("a", "b")
 LABEL = {x: os.environ.get("AB_LABEL_" + x.upper(), x) for x in BUILDS}
 CLUSTER = {x: {"dir": os.environ["AB_DIR_" + x.upper()], "bin": os.environ["AB_BIN_" + x.upper()],
@@ -82,13 +84,65 @@ def pgss_reset():
         b.q("SELECT pg_stat_statements_reset()")
 
 
+def cron_timers():
+    """W2c's timers: ix.W2_TASKS of them, inactive (the worker makes no
+    occurrence of its own), made once per cluster."""
+    b.q("INSERT INTO jobflow.cron_timers (name, owner, schedule, url, active, next_at)"
+        " SELECT 'ab-' || i, current_user::regrole, '0 0 1 1 *', %s, false, NULL"
+        "   FROM generate_series(1, %s) i ON CONFLICT DO NOTHING",
+        (b.base_url() + "/cb/unused", ix.W2_TASKS))
+
+
+def w2c(tag):
+    """W2c: one occurrence of each of ix.W2_TASKS cron timers, all due at one
+    instant (every customer's report at midnight), as the worker's cron
+    would insert them: cron_id and cron_at set."""
+    cron_timers()
+    busy = ix.Busy()
+    s0 = b.status()
+    cpu0 = b.cpu_seconds(s0["pid"])
+    due = b.now_ms() + 5000
+    lo, hi = b.q1(
+        "WITH ins AS (INSERT INTO jobflow.tasks (url, run_at, cron_id, cron_at)"
+        " SELECT " + b.url_sql(tag, "%(due)s") + ", pg_catalog.to_timestamp(%(due)s / 1000.0),"
+        "        c, pg_catalog.to_timestamp(%(due)s / 1000.0)"
+        "   FROM (SELECT id FROM jobflow.cron_timers WHERE name LIKE 'ab-%%') c(c) RETURNING id)"
+        " SELECT min(id), max(id) FROM ins", {"due": due})
+    l0 = ix.lsn()
+    observed = ix.wait_done(s0, ix.W2_TASKS)
+    l1 = ix.lsn()
+    s1 = b.status()
+    cpu1 = b.cpu_seconds(s0["pid"])
+    row = b.q1("SELECT count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'failed')"
+               "  FROM jobflow.tasks WHERE id BETWEEN %s AND %s", (lo, hi))
+    arrivals = sorted(e[0] for e in b.access.wait(tag, ix.W2_TASKS, 15))
+    span = arrivals[-1] - arrivals[0] if arrivals else 0
+    fired = s1["fired"] - s0["fired"]
+    r = {"arrived": len(arrivals), "succeeded": row[0], "failed": row[1],
+         "retried": s1["retried"] - s0["retried"],
+         "first": arrivals[0] - due if arrivals else None,
+         "last": arrivals[-1] - due if arrivals else None,
+         "rate": round(len(arrivals) / (max(span, 1) / 1000.0)) if arrivals else None,
+         "final_ms": observed - due if observed else None,
+         "cpu_us_per_cb": round((cpu1 - cpu0) * 1e6 / fired) if fired else None,
+         "load": busy.load}
+    r.update(busy.figures())
+    r.update(ix.wal_figures(l0, l1, len(arrivals)))
+    return r
+
+
 def run(kind, tag):
     """One run of kind on the current cluster, with the worker's CPU,
     statements and clocks per callback around it."""
     s0 = b.status()
     p0 = b.phase_seconds()
     cpu0 = b.cpu_seconds(s0["pid"])
-    r = ix.w1(tag) if kind == "w1" else ix.w2(tag, kind == "w2f")
+    if kind == "w1":
+        r = ix.w1(tag)
+    elif kind == "w2c":
+        r = w2c(tag)
+    else:
+        r = ix.w2(tag, kind == "w2f")
     time.sleep(0.5)             # the clocks are published at the end of a turn
     s1 = b.status()
     p1 = b.phase_seconds()
@@ -133,6 +187,9 @@ def main():
         ix.w2("warm-up-" + x, False)
         ix.prepare()
         ix.w2("warm-up-f-" + x, True)
+        if "w2c" in KINDS:
+            ix.prepare()
+            w2c("warm-up-c-" + x)
         pgss_reset()
 
     runs = []
@@ -180,7 +237,9 @@ def main():
                  " (the two clusters, nginx, this script)"])
     for kind, title in (("w2", "A2. W2: %d tasks due at one instant" % ix.W2_TASKS),
                         ("w2f", "A3. W2f: W2 with every %dth callback answered 404 (max_attempts 1)"
-                                % ix.FAIL_EVERY)):
+                                % ix.FAIL_EVERY),
+                        ("w2c", "A4. W2c: one occurrence of each of %d cron timers, due at one instant"
+                                % ix.W2_TASKS)):
         if kind not in KINDS:
             continue
         rows = [[LABEL[r["build"]], r["round"], r["arrived"], r["succeeded"], r["failed"], r["retried"],
@@ -204,8 +263,8 @@ def main():
 
     figures = [("W1 p50 ms", "w1", "p50"), ("W1 p99 ms", "w1", "p99"), ("W1 max ms", "w1", "max"),
                ("W1 cpu us/cb", "w1", "cpu_us_per_cb"), ("W1 WAL B/cb", "w1", "wal_per_cb")]
-    for kind in ("w2", "w2f"):
-        name = kind.upper()
+    for kind in ("w2", "w2f", "w2c"):
+        name = kind[:2].upper() + kind[2:]
         figures += [(name + " cb/s", kind, "rate"), (name + " all final ms", kind, "final_ms"),
                     (name + " cpu us/cb", kind, "cpu_us_per_cb"), (name + " claim us/cb", kind, "claim_us_per_cb"),
                     (name + " flush us/cb", kind, "flush_us_per_cb"), (name + " stmt/cb", kind, "stmt_per_cb"),

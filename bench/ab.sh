@@ -71,6 +71,7 @@ start() {
 		"max_worker_processes = 32"
 		"jobflow.allow_networks = '127.0.0.0/8, ::1/128'"
 		"jobflow.database_name = 'jobflow'"
+		"jobflow.max_timers_per_role = 0"	# W2c makes 20,000 timers
 		"jobflow.tls_ca_file = '$NGINX_CA_FILE'")
 	PG_CONFIG=$3
 	set_pgbin
