@@ -22,8 +22,10 @@
 #     outcome writes), and how busy the machine was.  Prints each run, then
 #     the medians side by side, b / a, and each build's range.
 #
-#     AB_ROUNDS (default 3), AB_KINDS (default w1,w2,w2f; w2c too when asked), AB_JSON (also
-#     write every run to that file).
+#     AB_ROUNDS (default 3), AB_KINDS (default w1,w2,w2f; w2c too when
+#     asked), AB_JSON (also write every run to that file), AB_SQL_A and
+#     AB_SQL_B (run on that build's cluster before anything else: an index
+#     dropped, say).
 #
 # -------------------------------------------------------------------------
 
@@ -178,6 +180,14 @@ def main():
         b.progress("%s (%s): %s, jobflow %s" % (
             x, LABEL[x], b.q1("SELECT version()")[0].split(" on ")[0],
             b.q1("SELECT extversion FROM pg_extension WHERE extname = 'jobflow'")[0]))
+    # what a build's cluster is to have before the runs (an index dropped, a
+    # setting): AB_SQL_A, AB_SQL_B
+    for x in BUILDS:
+        sql = os.environ.get("AB_SQL_" + x.upper(), "")
+        if sql:
+            use(x)
+            b.progress("%s: %s" % (x, sql))
+            b.q(sql)
     # the first burst on a fresh cluster runs slower (relations extended,
     # caches cold): one unmeasured W2 and W2f on each
     for x in BUILDS:
@@ -266,9 +276,11 @@ def main():
     for kind in ("w2", "w2f", "w2c"):
         name = kind[:2].upper() + kind[2:]
         figures += [(name + " cb/s", kind, "rate"), (name + " all final ms", kind, "final_ms"),
-                    (name + " cpu us/cb", kind, "cpu_us_per_cb"), (name + " claim us/cb", kind, "claim_us_per_cb"),
+                    (name + " cpu us/cb", kind, "cpu_us_per_cb"),
+                    (name + " claim us/cb", kind, "claim_us_per_cb"),
                     (name + " flush us/cb", kind, "flush_us_per_cb"), (name + " stmt/cb", kind, "stmt_per_cb"),
                     (name + " WAL B/cb", kind, "wal_per_cb"), (name + " btree B/cb", kind, "btree_per_cb")]
+
     def paired(kind, key):
         """b / a of each round (a and b ran one right after the other, on
         a machine about as busy): their median and range."""

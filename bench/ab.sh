@@ -23,7 +23,10 @@
 #                                    the commits)
 #   AB_PORT_A, AB_PORT_B             cluster ports (default 54425, 54426)
 #   AB_ROUNDS                        rounds (default 3: a b, b a, a b)
-#   AB_KINDS                         comma list of w1, w2, w2f (default all)
+#   AB_KINDS                         comma list of w1, w2, w2f, w2c (cron
+#                                    occurrences; default w1,w2,w2f)
+#   AB_SQL_A, AB_SQL_B               SQL run on that cluster before the runs
+#                                    (a schema variant: an index dropped)
 #   JOBFLOW_KEEP_CLUSTER=1           keep the clusters' and nginx's files
 source "$(dirname "$0")/../scripts/lib.sh"
 source "$(dirname "$0")/nginx.sh"
