@@ -61,6 +61,7 @@ OBJS = \
 	src/api/explain.o \
 	src/api/metrics.o \
 	src/api/outcome_channel.o \
+	src/api/pg_net_call.o \
 	src/api/queues.o \
 	src/api/quota.o \
 	src/api/secrets.o \

@@ -728,6 +728,224 @@ GRANT EXECUTE ON FUNCTION jobflow.set_queue_client_certificate(text, text, regro
 /* ---- end of section: client certificates for mutual TLS ---- */
 
 
+/* ---- section: importing pg_cron's HTTP jobs ---- */
+
+/*
+ * Issue 26, item 2.  jobflow.import_pg_cron() turns pg_cron jobs whose
+ * command is one net.http_get/http_post/http_delete call (the shape
+ * Supabase's dashboard writes) into jobflow cron timers, and reports
+ * every other job with the reason it stays.  _pg_net_call() reads the
+ * command with PostgreSQL's parser and never runs it (pg_net_call.c).
+ * Only a superuser imports: it reads every role's jobs and makes timers
+ * in their names.  Each timer is made as the job's role (SET ROLE for the
+ * call), through schedule_cron(), so it gets exactly what that role could
+ * make itself: its grants, quotas, deny list and secrets.  cron.job is
+ * found as the table of extension pg_cron, never by name through a
+ * search_path, and no command text is ever executed.
+ */
+CREATE FUNCTION jobflow._pg_net_call(command text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'jobflow_pg_net_call'
+LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION jobflow._pg_net_call(text) FROM PUBLIC;
+
+CREATE FUNCTION jobflow.import_pg_cron(dry_run boolean DEFAULT true)
+RETURNS TABLE (jobid bigint, jobname text, username text, action text, timer text, reason text)
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	ext pg_catalog.oid;
+	job_table pg_catalog.regclass;
+	tz text := COALESCE(NULLIF(pg_catalog.current_setting('cron.timezone', true), ''), 'GMT');
+	j record;
+	call text;
+	req jsonb;
+	role pg_catalog.regrole;
+	t record;
+	s jsonb;
+	origin text;
+	body jsonb;
+	why text;
+	was text;
+BEGIN
+	IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r
+			 WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+		RAISE EXCEPTION 'permission denied to import pg_cron jobs'
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'The importer reads every role''s pg_cron jobs and makes timers in their names.',
+				  HINT = 'Run jobflow.import_pg_cron() as a superuser.';
+	END IF;
+	SELECT e.oid INTO ext FROM pg_catalog.pg_extension e
+	 WHERE e.extname OPERATOR(pg_catalog.=) 'pg_cron';
+	IF ext IS NOT NULL THEN
+		SELECT c.oid INTO job_table
+		  FROM pg_catalog.pg_depend d
+		  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid
+		 WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+		   AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+		   AND d.refobjid OPERATOR(pg_catalog.=) ext
+		   AND d.deptype OPERATOR(pg_catalog.=) 'e'
+		   AND c.relkind OPERATOR(pg_catalog.=) 'r'
+		   AND c.relname OPERATOR(pg_catalog.=) 'job';
+	END IF;
+	IF job_table IS NULL THEN
+		RAISE EXCEPTION 'extension "pg_cron" is not installed in this database'
+			USING ERRCODE = 'undefined_object',
+				  HINT = 'Run jobflow.import_pg_cron() in the database that cron.database_name names, where pg_cron keeps its jobs.';
+	END IF;
+
+	FOR j IN EXECUTE pg_catalog.format(
+		'SELECT c.jobid::bigint AS jobid, c.jobname::text AS jobname, c.schedule::text AS schedule,'
+		' c.command::text AS command, c.database::text AS database,'
+		' c.username::text AS username, c.active AS active'
+		' FROM %s c ORDER BY c.jobid', job_table)
+	LOOP
+		jobid := j.jobid;
+		jobname := j.jobname;
+		username := j.username;
+		timer := 'pg_cron:' OPERATOR(pg_catalog.||) COALESCE(j.jobname, j.jobid::text);
+		action := 'left alone';
+		reason := NULL;
+		req := NULL;
+		role := pg_catalog.to_regrole(pg_catalog.quote_ident(j.username));
+
+		/* what the command is: read, never run */
+		BEGIN
+			call := jobflow._pg_net_call(j.command);
+		EXCEPTION WHEN OTHERS THEN
+			call := pg_catalog.jsonb_build_object('reason',
+				'not a single net.http_* call: ' OPERATOR(pg_catalog.||) SQLERRM)::text;
+		END;
+		BEGIN
+			req := call::jsonb;
+		EXCEPTION WHEN OTHERS THEN
+			reason := 'an argument is not valid JSON: ' OPERATOR(pg_catalog.||) SQLERRM;
+		END;
+		IF reason IS NULL THEN
+			reason := req OPERATOR(pg_catalog.->>) 'reason';
+		END IF;
+		IF reason IS NULL AND j.database OPERATOR(pg_catalog.<>) pg_catalog.current_database() THEN
+			reason := pg_catalog.format('runs in database %s: import it there', j.database);
+		END IF;
+		IF reason IS NULL AND (req OPERATOR(pg_catalog.->) 'params') OPERATOR(pg_catalog.<>) '{}'::jsonb THEN
+			reason := 'argument params is not empty: put the query into the url';
+		END IF;
+		IF reason IS NULL AND j.schedule OPERATOR(pg_catalog.~*) 'second' THEN
+			reason := pg_catalog.format('schedule %L runs more often than once a minute: jobflow''s cron has minutes', j.schedule);
+		END IF;
+		IF reason IS NULL AND pg_catalog.strpos(j.schedule, '$') OPERATOR(pg_catalog.>) 0 THEN
+			reason := pg_catalog.format('schedule %L uses $ (the last day of the month), which jobflow''s cron has not', j.schedule);
+		END IF;
+		IF reason IS NULL THEN
+			BEGIN
+				PERFORM jobflow.cron_preview(j.schedule, tz, 1);
+			EXCEPTION WHEN OTHERS THEN
+				reason := pg_catalog.format('schedule %L: %s', j.schedule, SQLERRM);
+			END;
+		END IF;
+		IF reason IS NULL AND role IS NULL THEN
+			reason := pg_catalog.format('role %I does not exist', j.username);
+		END IF;
+		IF reason IS NULL AND NOT pg_catalog.pg_has_role(role, 'jobflow_user', 'MEMBER')
+		   AND NOT pg_catalog.pg_has_role(role, 'jobflow_admin', 'MEMBER') THEN
+			reason := pg_catalog.format('role %s may not use jobflow: GRANT jobflow_user TO %s, then import again', role, role);
+		END IF;
+		/* each Vault lookup needs a jobflow secret of the role, bound to the url's origin */
+		IF reason IS NULL THEN
+			origin := jobflow._origin(req OPERATOR(pg_catalog.->>) 'url');
+			FOR s IN SELECT x.value FROM pg_catalog.jsonb_array_elements(req OPERATOR(pg_catalog.->) 'secrets') x
+			LOOP
+				IF NOT EXISTS (SELECT FROM jobflow.secrets k
+								WHERE k.owner OPERATOR(pg_catalog.=) role
+								  AND k.name OPERATOR(pg_catalog.=) (s OPERATOR(pg_catalog.->>) 'secret')
+								  AND origin OPERATOR(pg_catalog.=) ANY (k.origins)) THEN
+					reason := pg_catalog.format(
+						'header %s reads Vault''s secret %L: store %s for role %s first, as jobflow.set_secret(%L, <value>, origins => ARRAY[%L], for_role => %L), then import again',
+						s OPERATOR(pg_catalog.->>) 'header', s OPERATOR(pg_catalog.->>) 'vault',
+						CASE WHEN s OPERATOR(pg_catalog.->>) 'prefix' OPERATOR(pg_catalog.=) '' THEN 'its value'
+							 ELSE pg_catalog.format('%L followed by its value', s OPERATOR(pg_catalog.->>) 'prefix') END,
+						role, s OPERATOR(pg_catalog.->>) 'secret', origin, role::text);
+					EXIT;
+				END IF;
+			END LOOP;
+		END IF;
+		IF reason IS NOT NULL THEN
+			timer := NULL;
+			RETURN NEXT;
+			CONTINUE;
+		END IF;
+
+		body := NULLIF(req OPERATOR(pg_catalog.->) 'body', 'null'::jsonb);
+		SELECT c.* INTO t FROM jobflow.cron_timers c
+		 WHERE c.owner OPERATOR(pg_catalog.=) role AND c.name OPERATOR(pg_catalog.=) timer;
+		IF FOUND THEN
+			IF t.schedule OPERATOR(pg_catalog.=) j.schedule AND t.timezone OPERATOR(pg_catalog.=) tz
+			   AND t.url OPERATOR(pg_catalog.=) (req OPERATOR(pg_catalog.->>) 'url')
+			   AND t.method OPERATOR(pg_catalog.=) (req OPERATOR(pg_catalog.->>) 'method')
+			   AND t.headers OPERATOR(pg_catalog.=) (req OPERATOR(pg_catalog.->) 'headers')
+			   AND t.body::jsonb IS NOT DISTINCT FROM body
+			   AND t.timeout_ms OPERATOR(pg_catalog.=) (req OPERATOR(pg_catalog.->>) 'timeout_ms')::integer THEN
+				IF j.active AND NOT dry_run THEN
+					EXECUTE pg_catalog.format('UPDATE %s c SET active = false WHERE c.jobid OPERATOR(pg_catalog.=) $1', job_table)
+						USING j.jobid;
+					action := 'migrated';
+					reason := 'the timer existed with the same definition; the pg_cron job is now inactive';
+				ELSE
+					action := 'unchanged';
+					reason := CASE WHEN j.active THEN 'the timer exists with the same definition; the pg_cron job is still active'
+								   ELSE 'already imported: the timer exists with the same definition' END;
+				END IF;
+			ELSE
+				timer := NULL;
+				reason := pg_catalog.format('timer %L of role %s exists with another definition', t.name, role);
+			END IF;
+			RETURN NEXT;
+			CONTINUE;
+		END IF;
+		IF NOT j.active THEN
+			timer := NULL;
+			reason := 'inactive in pg_cron';
+			RETURN NEXT;
+			CONTINUE;
+		END IF;
+		IF dry_run THEN
+			action := 'would migrate';
+			RETURN NEXT;
+			CONTINUE;
+		END IF;
+
+		/* as the job's role, with its grants only; its errors leave the job alone */
+		BEGIN
+			was := pg_catalog.current_setting('role');
+			PERFORM pg_catalog.set_config('role', j.username, true);
+			PERFORM jobflow.schedule_cron(
+				name => timer, schedule => j.schedule, timezone => tz,
+				url => req OPERATOR(pg_catalog.->>) 'url',
+				method => req OPERATOR(pg_catalog.->>) 'method',
+				headers => req OPERATOR(pg_catalog.->) 'headers',
+				body => body,
+				timeout_ms => (req OPERATOR(pg_catalog.->>) 'timeout_ms')::integer,
+				max_attempts => 1);
+			PERFORM pg_catalog.set_config('role', was, true);
+			EXECUTE pg_catalog.format('UPDATE %s c SET active = false WHERE c.jobid OPERATOR(pg_catalog.=) $1', job_table)
+				USING j.jobid;
+			action := 'migrated';
+		EXCEPTION WHEN OTHERS THEN
+			GET STACKED DIAGNOSTICS why = MESSAGE_TEXT;
+			timer := NULL;
+			reason := 'jobflow refused the timer: ' OPERATOR(pg_catalog.||) why;
+		END;
+		RETURN NEXT;
+	END LOOP;
+END
+$$;
+REVOKE ALL ON FUNCTION jobflow.import_pg_cron(boolean) FROM PUBLIC;
+
+/* ---- end of section: importing pg_cron's HTTP jobs ---- */
+
 /* ---- section: privileges exactly as jobflow grants them ---- */
 
 /*
@@ -872,6 +1090,11 @@ COMMENT ON FUNCTION jobflow.drop_client_certificate(text, regrole) IS
 	'remove a client certificate; refused while a queue presents it';
 COMMENT ON FUNCTION jobflow.set_queue_client_certificate(text, text, regrole) IS
 	'the client certificate a queue''s tasks present for mutual TLS (NULL: none)';
+
+COMMENT ON FUNCTION jobflow.import_pg_cron(boolean) IS
+	'superuser: turn pg_cron jobs that are one net.http_get/post/delete call into jobflow cron timers of their roles, one row per job saying what it became or why it stays; dry_run => false also makes them and deactivates the jobs';
+COMMENT ON FUNCTION jobflow._pg_net_call(text) IS
+	'internal: the net.http_* call a command is (method, url, params, headers, body, timeout_ms, secrets) as JSON text, or why it is not one; parses, never runs';
 
 /* ---- end of section: comments ---- */
 

@@ -116,4 +116,19 @@ extern uint32 jf_wait_event(JfWaitEvent which);
  */
 extern void jf_pin_session_settings(void);
 
+/*
+ * A constant of a raw parse tree (A_Const): its value node, or NULL for a
+ * NULL literal.  14 keeps a Value with T_Null; 15 has a union and isnull,
+ * and Boolean nodes for true and false (14 writes them as 't'::bool).
+ */
+#if PG_VERSION_NUM >= 150000
+#define jf_a_const_value(c) ((c)->isnull ? NULL : (Node *) &(c)->val)
+#define jf_is_boolean_node(n) IsA((n), Boolean)
+#define jf_boolean_node_value(n) boolVal(n)
+#else
+#define jf_a_const_value(c) ((c)->val.type == T_Null ? NULL : (Node *) &(c)->val)
+#define jf_is_boolean_node(n) false
+#define jf_boolean_node_value(n) false
+#endif
+
 #endif							/* JOBFLOW_COMPAT_H */
