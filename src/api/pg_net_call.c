@@ -70,6 +70,44 @@ last_name(List *names)
 	return strVal(llast(names));
 }
 
+/* Whether a function name is one of the current time's. */
+static bool
+is_time_function(const char *fname)
+{
+	return strcmp(fname, "now") == 0 || strcmp(fname, "clock_timestamp") == 0 ||
+		strcmp(fname, "statement_timestamp") == 0 ||
+		strcmp(fname, "transaction_timestamp") == 0;
+}
+
+/*
+ * Whether an expression reads the current time somewhere inside a
+ * function call or a cast (Supabase's docs write a body as
+ * concat('{"time": "', now(), '"}')::jsonb): the reason given is then
+ * the time, not the function around it.
+ */
+static bool
+reads_time(Node *n)
+{
+	ListCell   *lc;
+
+	if (n == NULL)
+		return false;
+	if (IsA(n, SQLValueFunction))
+		return true;
+	if (IsA(n, TypeCast))
+		return reads_time(((TypeCast *) n)->arg);
+	if (IsA(n, A_Expr))
+		return reads_time(((A_Expr *) n)->lexpr) || reads_time(((A_Expr *) n)->rexpr);
+	if (!IsA(n, FuncCall))
+		return false;
+	if (is_time_function(strVal(llast(((FuncCall *) n)->funcname))))
+		return true;
+	foreach(lc, ((FuncCall *) n)->args)
+		if (reads_time(lfirst(lc)))
+			return true;
+	return false;
+}
+
 /* Set the reason once: the first one found is the one reported. */
 static bool
 refuse(Walk *w, char *reason)
@@ -373,10 +411,12 @@ eval(Node *n, Jv *out, Walk *w)
 					(list_length(fc->funcname) == 2 &&
 					 strcmp(strVal(linitial(fc->funcname)), "pg_catalog") != 0))
 					return refuse(w, psprintf("argument %s calls a function of another schema", w->arg));
-				if (strcmp(fname, "now") == 0 || strcmp(fname, "clock_timestamp") == 0 ||
-					strcmp(fname, "statement_timestamp") == 0 ||
-					strcmp(fname, "transaction_timestamp") == 0)
+				if (is_time_function(fname))
 					return refuse(w, psprintf("argument %s calls %s(): a jobflow timer sends the same body at every occurrence",
+											  w->arg, fname));
+				if (strcmp(fname, "jsonb_build_object") != 0 &&
+					strcmp(fname, "json_build_object") != 0 && reads_time(n))
+					return refuse(w, psprintf("argument %s calls %s() with now(): a jobflow timer sends the same body at every occurrence",
 											  w->arg, fname));
 				if ((strcmp(fname, "jsonb_build_object") != 0 &&
 					 strcmp(fname, "json_build_object") != 0) ||

@@ -628,6 +628,7 @@ TENANT_CALLS = [
          "SELECT jobflow.revoke_signing_secret(for_role => %(me)s::regrole)"),
     Call("signing_secrets: select", set(), "SELECT * FROM jobflow.signing_secrets", must="refuse"),
     Call("secrets: select", set(), "SELECT * FROM jobflow.secrets", must="refuse"),
+    Call("import_pg_cron", set(), "SELECT * FROM jobflow.import_pg_cron()", must="refuse"),
     Call("drop_secret: in use", F("drop_secret"), "SELECT jobflow.drop_secret(%(secret)s)"),
     Call("drop_secret", F("drop_secret"), "SELECT jobflow.drop_secret(%(secret2)s)",
          must="succeed"),
@@ -672,6 +673,12 @@ TENANT_CALLS = [
     Call("_outcome_channel", set(), "SELECT jobflow._outcome_channel(%(me)s::regrole)",
          must="refuse"),
     Call("_origin", set(), "SELECT jobflow._origin(%(url)s)", must="refuse"),
+    # ---- importing pg_cron's jobs (issue 26, item 2): a superuser's only;
+    # the command text is parsed, never run ----
+    Call("import_pg_cron", set(), "SELECT * FROM jobflow.import_pg_cron(dry_run => false)",
+         must="refuse"),
+    Call("_pg_net_call", set(),
+         "SELECT jobflow._pg_net_call('select net.http_get(url := app.nope())')", must="refuse"),
     Call("outcome_key: select", set(), "SELECT * FROM jobflow.outcome_key", must="refuse"),
     Call("nextval of tasks_id_seq", R("tasks_id_seq", "USAGE"),
          "SELECT nextval('jobflow.tasks_id_seq')"),

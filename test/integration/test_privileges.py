@@ -568,6 +568,8 @@ ROW_FREE = {
     "jobflow._current_role": "the caller's role",
     "jobflow._json_content_type": "computes from its arguments",
     "jobflow._origin": "computes from its argument",
+    "jobflow._pg_net_call": "computes from its argument",
+    "jobflow.import_pg_cron": "a superuser's only",
     "jobflow._wake_horizon": "a time from shared memory",
     "jobflow._task_check": "a trigger: runs on the caller's own statement",
     "jobflow._notify_worker": "a trigger: runs on the caller's own statement",
