@@ -911,13 +911,11 @@ BEGIN
 			RETURN NEXT;
 			CONTINUE;
 		END IF;
-		IF dry_run THEN
-			action := 'would migrate';
-			RETURN NEXT;
-			CONTINUE;
-		END IF;
-
-		/* as the job's role, with its grants only; its errors leave the job alone */
+		/*
+		 * As the job's role, with its grants only; its errors leave the job
+		 * alone.  A dry run makes the timer too, to hear jobflow's checks,
+		 * and rolls it back.
+		 */
 		BEGIN
 			was := pg_catalog.current_setting('role');
 			PERFORM pg_catalog.set_config('role', j.username, true);
@@ -930,10 +928,15 @@ BEGIN
 				timeout_ms => (req OPERATOR(pg_catalog.->>) 'timeout_ms')::integer,
 				max_attempts => 1);
 			PERFORM pg_catalog.set_config('role', was, true);
+			IF dry_run THEN
+				RAISE EXCEPTION USING ERRCODE = 'JFDRY';
+			END IF;
 			EXECUTE pg_catalog.format('UPDATE %s c SET active = false WHERE c.jobid OPERATOR(pg_catalog.=) $1', job_table)
 				USING j.jobid;
 			action := 'migrated';
-		EXCEPTION WHEN OTHERS THEN
+		EXCEPTION WHEN SQLSTATE 'JFDRY' THEN
+			action := 'would migrate';
+		WHEN OTHERS THEN
 			GET STACKED DIAGNOSTICS why = MESSAGE_TEXT;
 			timer := NULL;
 			reason := 'jobflow refused the timer: ' OPERATOR(pg_catalog.||) why;

@@ -85,9 +85,15 @@ JOBS = [
     ("planted", "0 * * * *",
      "select net.http_get(url:=(select public.importer_ran()))", None),
     ("outsider-job", "0 * * * *", "select net.http_get('http://127.0.0.1:9/o')", "outsider"),
+    # a superuser's job (Supabase's are postgres's) becomes the superuser's timer
+    ("superuser-job", "15 4 * * 1", "select net.http_get('http://127.0.0.1:9/su')", "postgres"),
+    ("other-database", "0 * * * *", "select net.http_get('http://127.0.0.1:9/db')", None),
+    ("inactive", "0 * * * *", "select net.http_get('http://127.0.0.1:9/i')", None),
+    ("taken-name", "0 * * * *", "select net.http_get('http://127.0.0.1:9/new')", None),
+    ("bad-url", "0 * * * *", "select net.http_get('ftp://127.0.0.1:9/f')", None),
 ]
 
-MIGRATE = {"edge-function", "get-ping", "delete-positional"}
+MIGRATE = {"edge-function", "get-ping", "delete-positional", "superuser-job"}
 REASONS = {
     "with-now": "calls now()",
     "docs-example": "argument url reads Vault",
@@ -101,6 +107,10 @@ REASONS = {
     "url-from-vault": "argument url reads Vault",
     "planted": "subquery other than a lookup in vault.decrypted_secrets",
     "outsider-job": "may not use jobflow",
+    "other-database": "runs in database nocron",
+    "inactive": "inactive in pg_cron",
+    "taken-name": "exists with another definition",
+    "bad-url": "jobflow refused the timer",
 }
 
 
@@ -125,8 +135,18 @@ def node():
                     " AS $$ INSERT INTO public.ran VALUES (now()) RETURNING 'http://127.0.0.1:9/'::text $$")
             for name, schedule, command, owner in JOBS:
                 n.query("INSERT INTO cron.job (schedule, command, nodename, nodeport, database,"
-                        " username, jobname) VALUES (%s, %s, 'localhost', 5432, 'postgres', %s, %s)",
-                        (schedule, command, owner or "app", name))
+                        " username, jobname, active) VALUES (%s, %s, 'localhost', 5432, %s, %s, %s, %s)",
+                        (schedule, command, "nocron" if name == "other-database" else "postgres",
+                         owner or "app", name, name != "inactive"))
+            # the role already has a timer of the name the import would give
+            conn = n.connect()
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("SET ROLE app")
+                    cur.execute("SELECT jobflow.schedule_cron('pg_cron:taken-name', '0 * * * *',"
+                                " 'http://127.0.0.1:9/old', active => false)")
+            finally:
+                conn.close()
             yield n
         finally:
             n.stop_quietly()
@@ -158,6 +178,8 @@ def state(node):
 def test_import(node):
     before = state(node)
     rows = run(node, True)
+    for r in rows.values():
+        print("%(jobid)3s %(jobname)-18s %(action)-13s %(timer)s %(reason)s" % r)
     assert set(rows) == {j[0] for j in JOBS}
     assert state(node) == before, "a dry run changed something"
     # the Vault lookup needs the role's jobflow secret first, and says how
@@ -193,7 +215,9 @@ def test_import(node):
     timers = {r[0]: r[1:] for r in node.query(
         "SELECT name, owner::text, schedule, timezone, url, method, headers, body::jsonb,"
         " timeout_ms, max_attempts FROM jobflow.cron_timers")}
-    assert set(timers) == {"pg_cron:" + n for n in MIGRATE}
+    assert set(timers) == {"pg_cron:" + n for n in MIGRATE} | {"pg_cron:taken-name"}
+    assert timers["pg_cron:taken-name"][3] == "http://127.0.0.1:9/old"
+    assert timers["pg_cron:superuser-job"][:2] == ("postgres", "15 4 * * 1")
     assert timers["pg_cron:edge-function"] == (
         "app", "*/5 * * * *", "GMT", "http://127.0.0.1:9/functions/v1/hello", "POST",
         {"Content-Type": "application/json", "Authorization": {"secret": "bearer.service_key"}},
@@ -204,7 +228,7 @@ def test_import(node):
     assert timers["pg_cron:delete-positional"] == (
         "app", "@daily", "GMT", "http://127.0.0.1:9/old", "DELETE", {}, None, 5000, 1)
     active = dict(node.query("SELECT jobname, active FROM cron.job"))
-    assert {n for n, a in active.items() if not a} == MIGRATE
+    assert {n for n, a in active.items() if not a} == MIGRATE | {"inactive"}
 
     # a second run changes nothing and says so
     after = state(node)
