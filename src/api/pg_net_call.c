@@ -63,10 +63,12 @@ typedef struct Walk
 
 static bool eval(Node *n, Jv *out, Walk *w);
 
-/* The last name of a qualified name list (funcname, type name), lower case. */
+/* The last name of a qualified name list (funcname, type name), or "". */
 static const char *
 last_name(List *names)
 {
+	if (names == NIL || !IsA(llast(names), String))
+		return "";
 	return strVal(llast(names));
 }
 
@@ -100,7 +102,7 @@ reads_time(Node *n)
 		return reads_time(((A_Expr *) n)->lexpr) || reads_time(((A_Expr *) n)->rexpr);
 	if (!IsA(n, FuncCall))
 		return false;
-	if (is_time_function(strVal(llast(((FuncCall *) n)->funcname))))
+	if (is_time_function(last_name(((FuncCall *) n)->funcname)))
 		return true;
 	foreach(lc, ((FuncCall *) n)->args)
 		if (reads_time(lfirst(lc)))
