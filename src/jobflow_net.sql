@@ -74,8 +74,10 @@ CREATE TYPE net.http_response_result AS (
 );
 
 /*
- * What curl_easy_escape() makes of a string (pg_net encodes params so):
- * every byte of its UTF-8 form but A-Z a-z 0-9 - . _ ~ as %XX.
+ * A param's key or value as pg_net puts it in the query: every byte of
+ * its UTF-8 form but A-Z a-z 0-9 - . _ ~ as %xx (curl_easy_escape() writes
+ * upper-case hex digits, then curl's URL API, which pg_net appends the
+ * params with, gives them back in lower case).
  */
 CREATE FUNCTION net._urlencode(string text)
 RETURNS text
@@ -89,8 +91,7 @@ AS $$
 					OR b.v OPERATOR(pg_catalog.>=) 97 AND b.v OPERATOR(pg_catalog.<=) 122
 					OR b.v OPERATOR(pg_catalog.=) ANY ('{45,46,95,126}'::integer[])
 				  THEN pg_catalog.chr(b.v)
-				  ELSE '%' OPERATOR(pg_catalog.||)
-					   pg_catalog.upper(pg_catalog.lpad(pg_catalog.to_hex(b.v), 2, '0'))
+				  ELSE '%' OPERATOR(pg_catalog.||) pg_catalog.lpad(pg_catalog.to_hex(b.v), 2, '0')
 			 END, '' ORDER BY b.i), '')
 	  FROM (SELECT g.i, pg_catalog.get_byte(pg_catalog.convert_to(string, 'UTF8'), g.i) AS v
 			  FROM pg_catalog.generate_series(0, pg_catalog.octet_length(pg_catalog.convert_to(string, 'UTF8'))
@@ -365,7 +366,7 @@ GRANT EXECUTE ON FUNCTION
 COMMENT ON TYPE net.request_status IS 'pg_net''s state of a collected request: SUCCESS (a response), ERROR (none, or not yet); PENDING is never returned, as in pg_net';
 COMMENT ON TYPE net.http_response IS 'pg_net''s response: status code, headers (NULL: jobflow does not keep them), body';
 COMMENT ON TYPE net.http_response_result IS 'what net._http_collect_response() returns: status, message and response';
-COMMENT ON FUNCTION net._urlencode(text) IS 'percent-encodes a string as curl_easy_escape() (and so pg_net''s params) does';
+COMMENT ON FUNCTION net._urlencode(text) IS 'percent-encodes a param''s key or value as pg_net does in the query it sends';
 COMMENT ON FUNCTION net.jobflow_request(text, text, jsonb, jsonb, jsonb, integer) IS 'the jobflow task a pg_net call (method, url, params, headers, body, timeout_milliseconds) stands for, as jobflow.schedule()''s arguments in a jsonb object; makes nothing';
 COMMENT ON FUNCTION net._schedule(jsonb) IS 'schedules a net.jobflow_request() in the caller''s queue "net" with jobflow.net_max_attempts attempts; returns the task id';
 COMMENT ON FUNCTION net.http_get(text, jsonb, jsonb, integer) IS 'pg_net''s GET: schedules a jobflow task, due at once, in the caller''s transaction; returns its id';

@@ -1,0 +1,421 @@
+# -------------------------------------------------------------------------
+#
+# test_pg_net_compat.py
+#     Extension jobflow_net: application code written for pg_net runs
+#     unchanged on it, and gives what real pg_net gives where
+#     docs/pg-net.md says the two match.
+#
+# The test builds its own server (test/pgnode.py) next to the suite's
+# cluster, with shared_preload_libraries = 'jobflow,pg_net' and two
+# databases: "pgnet" with pg_net (built from the peers' source archive by
+# scripts/pgnet.sh and installed into the PostgreSQL under test; its
+# worker serves pg_net.database_name), and "jfnet" with jobflow_net.  The
+# same application (APP: a table whose trigger calls net.http_post with a
+# jsonb body and headers, then net.http_get with params, net.http_delete,
+# a request that times out, one answered 404, one to a closed port, and a
+# row inserted and rolled back) runs in both; it polls net._http_response
+# and collects with net._http_collect_response, as pg_net's users do.
+# Then, per request: what the receiver got (method, path, query, body,
+# the headers the application set), and what the application reads back
+# (status code, body, timed_out, whether error_msg is set, the collected
+# status, message and response) must be the same.  What docs/pg-net.md
+# lists as different is checked as different: response headers (NULL
+# here), the text of error_msg, net.http_collect_response (pg_net's fails
+# with "query has no destination for result data").
+#
+# The other tests: each extension refuses to be created beside the other;
+# a request is sent once unless jobflow.net_max_attempts asks for more;
+# a tenant sees and collects only its own responses, and a role without
+# jobflow_user cannot call net.http_*.
+#
+# Without pg_net installed the comparison is skipped, unless JOBFLOW_PG_NET
+# is set (scripts/test.sh sets it once it has installed pg_net): then it
+# fails.
+#
+# -------------------------------------------------------------------------
+
+import json
+import os
+import subprocess
+import uuid
+
+import psycopg2
+import pytest
+
+import pgnode
+from pgnode import wait_until
+
+BASE_PORT = int(os.environ.get("PGPORT", "54329")) + 30
+
+# the application: plain pg_net usage, run as it is in both databases
+APP = """
+CREATE TABLE app_config (base text NOT NULL);
+CREATE TABLE orders (
+    id serial PRIMARY KEY,
+    item text NOT NULL,
+    request_id bigint
+);
+CREATE FUNCTION order_webhook() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.request_id := net.http_post(
+        url := (SELECT base FROM app_config) || '/echo',
+        body := jsonb_build_object('order', NEW.id, 'item', NEW.item),
+        params := jsonb_build_object('source', 'orders'),
+        headers := jsonb_build_object('Content-Type', 'application/json',
+                                      'Authorization', 'Bearer app-token'),
+        timeout_milliseconds := 2000);
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER order_webhook BEFORE INSERT ON orders
+    FOR EACH ROW EXECUTE FUNCTION order_webhook();
+"""
+
+# name -> the call the application makes (base is the receiver's url)
+CALLS = [
+    ("get_params", "SELECT net.http_get(url := %(base)s || '/ok',"
+                   " params := '{\"q\": \"a b&c\", \"lang\": \"fr-\u00e9\"}',"
+                   " headers := '{\"X-Api-Key\": \"k1\"}')"),
+    ("delete", "SELECT net.http_delete(url := %(base)s || '/ok', params := '{\"id\": \"7\"}')"),
+    ("delete_body", "SELECT net.http_delete(%(base)s || '/echo', body := '{\"why\": \"gone\"}')"),
+    ("timeout", "SELECT net.http_get(%(base)s || '/delay/3000', timeout_milliseconds := 300)"),
+    ("not_found", "SELECT net.http_get(%(base)s || '/status/404')"),
+    ("post_default", "SELECT net.http_post(%(base)s || '/echo')"),
+    ("refused", "SELECT net.http_get('http://127.0.0.1:1/ok')"),
+]
+
+
+def pg_net_available(node):
+    return node.value("SELECT count(*) FROM pg_available_extensions WHERE name = 'pg_net'",
+                      dbname="postgres") > 0
+
+
+@pytest.fixture(scope="module")
+def node():
+    """A server with jobflow and pg_net preloaded; databases pgnet (pg_net
+    there, or None without pg_net) and jfnet (jobflow_net); stopped at the
+    end."""
+    with pgnode.scratch_dir("jobflow-pgnet-") as top:
+        n = pgnode.Node(top, "pgnet", BASE_PORT)
+        try:
+            n.initdb()
+            n.configure()
+            have = os.path.exists(os.path.join(
+                subprocess_out([n.bin("pg_config"), "--pkglibdir"]), "pg_net.so"))
+            if have:
+                pgnode.append_as_server_user(os.path.join(n.data, "postgresql.conf"),
+                                             "shared_preload_libraries = 'jobflow,pg_net'\n"
+                                             "pg_net.database_name = 'pgnet'\n"
+                                             "max_worker_processes = 16\n")
+            n.start()
+            n.query("CREATE DATABASE jfnet")
+            n.query("CREATE EXTENSION jobflow_net CASCADE", dbname="jfnet")
+            n.have_pg_net = have
+            if have:
+                n.query("CREATE DATABASE pgnet")
+                n.query("CREATE EXTENSION pg_net", dbname="pgnet")
+            yield n
+        finally:
+            n.stop_quietly()
+
+
+def subprocess_out(cmd):
+    """What cmd prints, stripped."""
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def need_pg_net(node):
+    if not node.have_pg_net:
+        if os.environ.get("JOBFLOW_PG_NET"):
+            pytest.fail("JOBFLOW_PG_NET is set but pg_net is not installed in %s" % node.bindir)
+        pytest.skip("pg_net is not installed (scripts/pgnet.sh installs it)")
+
+
+def run_app(node, dbname, receiver):
+    """The application, in dbname: its schema, two orders (and one rolled
+    back), then CALLS; waits, as pg_net users do, until net._http_response
+    has a row for every request; returns {name: request id}."""
+    base = receiver.url("")
+    conn = node.connect(dbname)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(APP)
+            cur.execute("INSERT INTO app_config VALUES (%s)", (base,))
+        ids = {}
+        conn.autocommit = False
+        with conn.cursor() as cur:
+            cur.execute("INSERT INTO orders (item) VALUES ('apple'), ('pear') RETURNING item, request_id")
+            for item, rid in cur.fetchall():
+                ids["order_" + item] = rid
+        conn.commit()
+        with conn.cursor() as cur:
+            cur.execute("INSERT INTO orders (item) VALUES ('ghost') RETURNING request_id")
+            ghost = cur.fetchone()[0]
+        conn.rollback()
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            for name, sql in CALLS:
+                cur.execute(sql, {"base": base})
+                ids[name] = cur.fetchone()[0]
+
+        def all_there():
+            with conn.cursor() as cur:
+                cur.execute("SELECT count(*) FROM net._http_response WHERE id = ANY(%s)",
+                            (list(ids.values()),))
+                return cur.fetchone()[0] == len(ids)
+        wait_until(all_there, 30, "net._http_response rows in %s" % dbname)
+        return ids, ghost
+    finally:
+        conn.close()
+
+
+def read_back(node, dbname, ids):
+    """What the application reads: per request, its net._http_response
+    row and net._http_collect_response()."""
+    out = {}
+    conn = node.connect(dbname)
+    try:
+        with conn.cursor() as cur:
+            for name, rid in ids.items():
+                cur.execute("SELECT status_code, content, timed_out, error_msg, headers"
+                            "  FROM net._http_response WHERE id = %s", (rid,))
+                status, content, timed_out, error_msg, headers = cur.fetchone()
+                cur.execute("SELECT (c).status::text, (c).message, ((c).response).status_code,"
+                            "       ((c).response).body"
+                            "  FROM net._http_collect_response(%s) AS c", (rid,))
+                c_status, c_message, c_code, c_body = cur.fetchone()
+                out[name] = {
+                    "status_code": status, "content": content, "timed_out": timed_out,
+                    "error": error_msg is not None, "error_msg": error_msg, "headers": headers,
+                    "collected": (c_status, c_message if c_status == "SUCCESS" else None,
+                                  c_code, c_body),
+                }
+    finally:
+        conn.close()
+    return out
+
+
+def test_pg_net_application_runs_unchanged_and_matches_pg_net(node, receiver):
+    need_pg_net(node)
+    results = {}
+    for dbname in ("pgnet", "jfnet"):
+        ids, ghost = run_app(node, dbname, receiver)
+        results[dbname] = (ids, ghost, read_back(node, dbname, ids))
+
+    pg_ids, pg_ghost, pg = results["pgnet"]
+    jf_ids, jf_ghost, jf = results["jfnet"]
+    print("pg_net:      %s" % json.dumps(pg, default=str, indent=1))
+    print("jobflow_net: %s" % json.dumps(jf, default=str, indent=1))
+
+    # the same requests, read back the same
+    assert set(pg) == set(jf)
+    for name in pg:
+        for key in ("status_code", "content", "timed_out", "error", "collected"):
+            assert jf[name][key] == pg[name][key], (name, key, pg[name], jf[name])
+
+    # and what they say is right (so that both being wrong the same way fails)
+    assert jf["order_apple"]["status_code"] == 200
+    assert json.loads(jf["order_apple"]["content"]) == {"order": 1, "item": "apple"}
+    assert jf["order_apple"]["collected"][:2] == ("SUCCESS", "ok")
+    assert jf["not_found"]["status_code"] == 404 and not jf["not_found"]["error"]
+    assert jf["timeout"]["timed_out"] is True and jf["timeout"]["status_code"] is None
+    assert jf["timeout"]["collected"][0] == "ERROR"
+    assert jf["refused"]["error"] and not jf["refused"]["timed_out"]
+    assert json.loads(jf["post_default"]["content"]) == {}
+    assert json.loads(jf["delete_body"]["content"]) == {"why": "gone"}
+
+    # a call rolled back with its row sent nothing and left no response
+    for dbname, ghost in (("pgnet", pg_ghost), ("jfnet", jf_ghost)):
+        assert node.value("SELECT count(*) FROM net._http_response WHERE id = %s",
+                          (ghost,), dbname=dbname) == 0
+    assert len(pg_ids) == len(jf_ids)
+
+    # documented differences: no response headers; error texts are curl's own
+    assert pg["order_apple"]["headers"] is not None
+    assert jf["order_apple"]["headers"] is None
+
+
+def test_requests_reach_the_receiver_as_pg_net_sends_them(node, receiver):
+    need_pg_net(node)
+    sent = {}
+    for dbname in ("pgnet", "jfnet"):
+        conn = node.connect(dbname)
+        tag = uuid.uuid4().hex
+        try:
+            with conn.cursor() as cur:
+                url = receiver.url("/echo?run=%s" % tag)
+                cur.execute("SELECT net.http_post(url := %s,"
+                            " body := jsonb_build_object('n', 1, 's', 'x y'),"
+                            " params := '{\"q\": \"a b&c/\u00e9~\", \"k\": \"\"}',"
+                            " headers := jsonb_build_object('Authorization', 'Bearer t',"
+                            "                               'X-Api-Key', 'k'))", (url,))
+                cur.execute("SELECT net.http_get(url := %s, params := '{\"p\": \"1 2\"}',"
+                            " headers := '{\"X-Test\": \"get\"}')",
+                            (receiver.url("/ok?run=%s" % tag),))
+                cur.execute("SELECT net.http_delete(%s, params := '{\"id\": \"7\"}')",
+                            (receiver.url("/ok?run=%s" % tag),))
+            reqs = receiver.wait_for(lambda r: ("run=" + tag) in r["query"], n=3, timeout=20)
+        finally:
+            conn.close()
+        sent[dbname] = sorted(
+            (r["method"], r["path"], r["query"].replace(tag, "TAG"), r["body"],
+             r["headers"].get("authorization"), r["headers"].get("x-api-key"),
+             r["headers"].get("x-test"), r["headers"].get("content-type") if r["body"] else None)
+            for r in reqs)
+    print(json.dumps(sent, indent=1))
+    assert sent["jfnet"] == sent["pgnet"]
+    assert ("GET", "/ok", "run=TAG&p=1%202", "", None, None, "get", None) in sent["jfnet"]
+    post = [s for s in sent["jfnet"] if s[0] == "POST"][0]
+    assert post[2] == "run=TAG&k=&q=a%20b%26c%2f%c3%a9~"
+    assert json.loads(post[3]) == {"n": 1, "s": "x y"}
+    assert post[4:6] == ("Bearer t", "k") and post[7] == "application/json"
+
+
+def test_rolled_back_calls_send_nothing_in_either(node, receiver):
+    dbs = ["jfnet"] + (["pgnet"] if node.have_pg_net else [])
+    for dbname in dbs:
+        tag = uuid.uuid4().hex
+        conn = node.connect(dbname)
+        try:
+            conn.autocommit = False
+            with conn.cursor() as cur:
+                cur.execute("SELECT net.http_get(%s)", (receiver.url("/ok?rb=%s" % tag),))
+            conn.rollback()
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute("SELECT net.http_get(%s)", (receiver.url("/ok?rb=%s&after=1" % tag),))
+            receiver.wait_for(lambda r: ("rb=" + tag) in r["query"] and "after=1" in r["query"],
+                              timeout=20)
+        finally:
+            conn.close()
+        assert [r["query"] for r in receiver.requests(lambda r: ("rb=" + tag) in r["query"])] \
+            == ["rb=%s&after=1" % tag], dbname
+    need_pg_net(node)
+
+
+def test_collect_response_deprecated_name(node, receiver):
+    """pg_net's net.http_collect_response() fails on every call (its
+    plpgsql SELECT has no INTO); jobflow_net's returns what
+    net._http_collect_response() does, with pg_net's notice."""
+    conn = node.connect("jfnet")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT net.http_get(%s)", (receiver.url("/ok?c=%s" % uuid.uuid4().hex),))
+            rid = cur.fetchone()[0]
+            cur.execute("SELECT (c).status::text, ((c).response).status_code"
+                        "  FROM net.http_collect_response(%s, async := false) AS c", (rid,))
+            assert cur.fetchone() == ("SUCCESS", 200)
+            assert any("deprecated" in n for n in conn.notices)
+            cur.execute("SELECT (c).status::text, (c).message"
+                        "  FROM net._http_collect_response(-1) AS c")
+            assert cur.fetchone() == ("ERROR", "request matching request_id not found")
+    finally:
+        conn.close()
+    need_pg_net(node)
+    conn = node.connect("pgnet")
+    try:
+        with conn.cursor() as cur:
+            with pytest.raises(psycopg2.Error) as err:
+                cur.execute("SELECT net.http_collect_response(1)")
+            assert "no destination" in str(err.value)
+    finally:
+        conn.close()
+
+
+def test_not_beside_pg_net(node):
+    """CREATE EXTENSION jobflow_net where pg_net is refuses with 42P06 and
+    says why; pg_net where jobflow_net is fails on schema net."""
+    node.query("DROP DATABASE IF EXISTS besides")
+    node.query("CREATE DATABASE besides")
+    try:
+        node.query("CREATE SCHEMA net", dbname="besides")
+        with pytest.raises(psycopg2.Error) as err:
+            node.query("CREATE EXTENSION jobflow_net CASCADE", dbname="besides")
+        assert err.value.pgcode == "42P06"
+        assert 'schema "net" already exists' in err.value.pgerror
+        assert err.value.diag.message_hint
+        if node.have_pg_net:
+            node.query("DROP SCHEMA net", dbname="besides")
+            node.query("CREATE EXTENSION pg_net", dbname="besides")
+            with pytest.raises(psycopg2.Error) as err:
+                node.query("CREATE EXTENSION jobflow_net CASCADE", dbname="besides")
+            assert err.value.pgcode == "42P06"
+            assert 'extension "pg_net" is installed' in err.value.pgerror
+            assert "DROP EXTENSION pg_net" in err.value.diag.message_hint
+        with pytest.raises(psycopg2.Error) as err:
+            node.query("CREATE EXTENSION pg_net", dbname="jfnet")
+        # pg_net's script meets jobflow_net's schema (or, without pg_net,
+        # there is no pg_net to create)
+        if node.have_pg_net:
+            assert 'schema net is not a member of extension "pg_net"' in err.value.pgerror
+        assert node.value("SELECT extversion FROM pg_extension WHERE extname = 'jobflow_net'",
+                          dbname="jfnet") == "0.3.0"
+    finally:
+        node.query("DROP DATABASE besides")
+    need_pg_net(node)
+
+
+def test_sent_once_unless_asked(node, receiver):
+    """pg_net never retries: neither does net.http_*, unless
+    jobflow.net_max_attempts asks."""
+    conn = node.connect("jfnet")
+    tag = uuid.uuid4().hex
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT net.http_get(%s)", (receiver.url("/status/503?once=%s" % tag),))
+            once = cur.fetchone()[0]
+            cur.execute("SET jobflow.net_max_attempts = 2")
+            cur.execute("SELECT net.http_get(%s)", (receiver.url("/status/503?twice=%s" % tag),))
+            twice = cur.fetchone()[0]
+            cur.execute("RESET jobflow.net_max_attempts")
+            wait_until(lambda: node.value(
+                "SELECT count(*) FROM net._http_response WHERE id IN (%s, %s)",
+                (once, twice), dbname="jfnet") == 2, 30, "both responses")
+            cur.execute("SELECT id, max_attempts, attempts FROM jobflow.tasks"
+                        " WHERE id IN (%s, %s) ORDER BY id", (once, twice))
+            assert cur.fetchall() == [(once, 1, 1), (twice, 2, 2)]
+            cur.execute("SELECT status_code FROM net._http_response WHERE id = %s", (twice,))
+            assert cur.fetchone()[0] == 503
+    finally:
+        conn.close()
+    assert len(receiver.requests(lambda r: ("once=" + tag) in r["query"])) == 1
+    assert len(receiver.requests(lambda r: ("twice=" + tag) in r["query"])) == 2
+
+
+def test_tenants_see_their_own_responses_only(node, receiver):
+    """net._http_response and the collect functions show a role its own
+    requests only; a role without jobflow_user may not call net.http_*."""
+    suffix = uuid.uuid4().hex[:8]
+    alice, bob, eve = "alice_" + suffix, "bob_" + suffix, "eve_" + suffix
+    for r in (alice, bob, eve):
+        node.query("CREATE ROLE %s LOGIN" % r)
+    node.query("GRANT jobflow_user TO %s, %s" % (alice, bob))
+    conn = node.connect("jfnet")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET ROLE %s" % alice)
+            cur.execute("SELECT net.http_post(%s, '{\"secret\": 1}')",
+                        (receiver.url("/echo?tenant=%s" % suffix),))
+            rid = cur.fetchone()[0]
+            wait_until(lambda: node.value("SELECT count(*) FROM net._http_response WHERE id = %s",
+                                          (rid,), dbname="jfnet") == 1, 20, "alice's response")
+            cur.execute("SELECT content FROM net._http_response WHERE id = %s", (rid,))
+            assert json.loads(cur.fetchone()[0]) == {"secret": 1}
+            cur.execute("RESET ROLE")
+            cur.execute("SET ROLE %s" % bob)
+            cur.execute("SELECT count(*) FROM net._http_response")
+            assert cur.fetchone()[0] == 0
+            cur.execute("SELECT (c).status::text, (c).message, (c).response"
+                        "  FROM net._http_collect_response(%s) AS c", (rid,))
+            assert cur.fetchone() == ("ERROR", "request matching request_id not found", None)
+            cur.execute("RESET ROLE")
+            cur.execute("SET ROLE %s" % eve)
+            for sql in ("SELECT net.http_get('http://127.0.0.1:1/')",
+                        "SELECT count(*) FROM net._http_response",
+                        "SELECT net._http_collect_response(1)"):
+                with pytest.raises(psycopg2.Error) as err:
+                    cur.execute(sql)
+                assert err.value.pgcode == "42501", sql
+            cur.execute("RESET ROLE")
+    finally:
+        conn.close()
