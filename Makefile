@@ -12,7 +12,9 @@ EXTENSION = jobflow jobflow_net
 DATA = jobflow--0.1.0.sql jobflow--0.1.0--0.2.0.sql jobflow--0.2.0--0.3.0.sql
 # a fresh install of 0.3.0 runs the released scripts in order, behind a
 # prelude that refuses a schema made by someone else (src/install_prelude.sql)
-DATA_built = jobflow--0.3.0.sql jobflow_net--0.3.0.sql
+DATA_built = jobflow--0.3.0.sql
+# jobflow_net, pg_net's interface backed by jobflow (src/jobflow_net.sql)
+DATA_built += jobflow_net--0.3.0.sql
 PGFILEDESC = "jobflow - delayed and recurring HTTP callbacks"
 
 OBJS = \
