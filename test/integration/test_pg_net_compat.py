@@ -26,7 +26,14 @@
 # The other tests: each extension refuses to be created beside the other;
 # a request is sent once unless jobflow.net_max_attempts asks for more;
 # a tenant sees and collects only its own responses, and a role without
-# jobflow_user cannot call net.http_*.
+# jobflow_user cannot call net.http_*; the catalog grants what the table
+# of docs/pg-net.md ("Who may call it") says, every function runs as its
+# caller with search_path pinned and every object has a comment; a tenant
+# that planted functions and operators shadowing pg_catalog's on its
+# search_path calls every net object and none of them runs what it
+# planted.  (Schema net is not in the table of docs/user-guide.md, which
+# test_privileges.py and test_hostile.py read for schema jobflow: these
+# two tests are their counterparts for it.)
 #
 # Without pg_net installed the comparison is skipped, unless JOBFLOW_PG_NET
 # is set (scripts/test.sh sets it once it has installed pg_net): then it
@@ -36,6 +43,7 @@
 
 import json
 import os
+import re
 import subprocess
 import uuid
 
@@ -416,6 +424,135 @@ def test_tenants_see_their_own_responses_only(node, receiver):
                 with pytest.raises(psycopg2.Error) as err:
                     cur.execute(sql)
                 assert err.value.pgcode == "42501", sql
+            cur.execute("RESET ROLE")
+    finally:
+        conn.close()
+
+
+def doc_table_functions():
+    """The function names the table of docs/pg-net.md, "Who may call
+    it", lists."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "pg-net.md")) as f:
+        text = f.read()
+    section = text.split("## Who may call it", 1)[1].split("\n## ", 1)[0]
+    names = set()
+    for line in section.splitlines():
+        if line.startswith("| `net."):
+            first = line.split("|")[1]
+            names |= {n.split("(")[0] for n in re.findall(r"`(net\.[a-z_]+)", first)}
+    return names
+
+
+def test_privileges_comments_and_pins_as_documented(node):
+    """Every function of schema net: documented in docs/pg-net.md's table,
+    executable by jobflow_user and jobflow_admin only (not PUBLIC), run as
+    the caller with search_path pinned, commented; the view selectable by
+    the same two roles only; the schema usable by them only."""
+    funcs = node.query(
+        "SELECT p.oid::regprocedure::text, p.proname, p.prosecdef, p.proconfig,"
+        "       array(SELECT a.grantee::regrole::text || ':' || a.privilege_type"
+        "               FROM aclexplode(p.proacl) a WHERE a.grantee <> p.proowner ORDER BY 1),"
+        "       obj_description(p.oid, 'pg_proc')"
+        "  FROM pg_proc p WHERE p.pronamespace = 'net'::regnamespace ORDER BY 1", dbname="jfnet")
+    assert len(funcs) == 9
+    documented = doc_table_functions()
+    for sig, name, secdef, config, acl, comment in funcs:
+        assert "net." + name in documented, sig
+        assert secdef is False, sig
+        assert "search_path=pg_catalog, pg_temp" in (config or []), sig
+        assert acl == ["jobflow_admin:EXECUTE", "jobflow_user:EXECUTE"], (sig, acl)
+        assert comment, sig
+    assert documented == {"net." + f[1] for f in funcs} | {"net._http_response"}
+    rels = node.query(
+        "SELECT c.relname, c.relkind::text,"
+        "       array(SELECT a.grantee::regrole::text || ':' || a.privilege_type"
+        "               FROM aclexplode(c.relacl) a WHERE a.grantee <> c.relowner ORDER BY 1),"
+        "       obj_description(c.oid, 'pg_class')"
+        "  FROM pg_class c WHERE c.relnamespace = 'net'::regnamespace AND c.relkind <> 'c'",
+        dbname="jfnet")
+    assert rels == [("_http_response", "v", ["jobflow_admin:SELECT", "jobflow_user:SELECT"],
+                     rels[0][3])] and rels[0][3]
+    types = node.query(
+        "SELECT t.typname, obj_description(t.oid, 'pg_type') FROM pg_type t"
+        " WHERE t.typnamespace = 'net'::regnamespace AND t.typname NOT LIKE '\\_%%'"
+        "   AND t.typname <> '_http_response' ORDER BY 1", dbname="jfnet")
+    assert [t[0] for t in types] == ["http_response", "http_response_result", "request_status"]
+    assert all(t[1] for t in types), types
+    schema_acl = node.value(
+        "SELECT array(SELECT a.grantee::regrole::text || ':' || a.privilege_type"
+        "               FROM aclexplode(n.nspacl) a WHERE a.grantee <> n.nspowner ORDER BY 1)"
+        "  FROM pg_namespace n WHERE n.nspname = 'net'", dbname="jfnet")
+    assert schema_acl == ["jobflow_admin:USAGE", "jobflow_user:USAGE"]
+
+
+def test_planted_objects_never_run(node, receiver):
+    """A tenant that planted functions and operators shadowing
+    pg_catalog's, first on its search_path, calls every net object: none
+    of them runs what it planted."""
+    suffix = uuid.uuid4().hex[:8]
+    mallory = "mallory_" + suffix
+    node.query("CREATE ROLE %s LOGIN" % mallory)
+    node.query("GRANT jobflow_user TO %s" % mallory)
+    node.query("GRANT CREATE ON DATABASE jfnet TO %s" % mallory)
+    conn = node.connect("jfnet")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET ROLE %s" % mallory)
+            cur.execute("CREATE SCHEMA evil")
+            cur.execute("CREATE TABLE evil.caught (what text, who text)")
+            plant = [
+                ("upper(text)", "text", "pg_catalog.upper($1)"),
+                ("lower(text)", "text", "pg_catalog.lower($1)"),
+                ("strpos(text, text)", "integer", "pg_catalog.strpos($1, $2)"),
+                ("jsonb_build_object(VARIADIC \"any\")", None, None),
+                ("to_hex(integer)", "text", "pg_catalog.to_hex($1)"),
+                ("lpad(text, integer, text)", "text", "pg_catalog.lpad($1, $2, $3)"),
+                ("current_setting(text, boolean)", "text", "pg_catalog.current_setting($1, $2)"),
+                ("pg_has_role(oid, text)", "boolean", "pg_catalog.pg_has_role($1, $2)"),
+                ("pg_has_role(name, text)", "boolean", "pg_catalog.pg_has_role($1, $2)"),
+            ]
+            for sig, ret, body in plant:
+                if ret is None:
+                    continue
+                cur.execute(
+                    "CREATE FUNCTION evil.%s RETURNS %s LANGUAGE plpgsql AS $f$"
+                    " BEGIN INSERT INTO evil.caught VALUES (%s, current_user::text);"
+                    " RETURN %s; END $f$" % (sig, ret, "'" + sig.replace("'", "") + "'", body))
+            cur.execute(
+                "CREATE FUNCTION evil.texteq(text, text) RETURNS boolean LANGUAGE plpgsql AS $f$"
+                " BEGIN INSERT INTO evil.caught VALUES ('=', current_user::text);"
+                " RETURN pg_catalog.texteq($1, $2); END $f$")
+            cur.execute("CREATE OPERATOR evil.= (FUNCTION = evil.texteq, LEFTARG = text,"
+                        " RIGHTARG = text)")
+            cur.execute(
+                "CREATE FUNCTION evil.textcat(text, text) RETURNS text LANGUAGE plpgsql AS $f$"
+                " BEGIN INSERT INTO evil.caught VALUES ('||', current_user::text);"
+                " RETURN pg_catalog.textcat($1, $2); END $f$")
+            cur.execute("CREATE OPERATOR evil.|| (FUNCTION = evil.textcat, LEFTARG = text,"
+                        " RIGHTARG = text)")
+            cur.execute("SET search_path = evil, pg_catalog")
+            base = receiver.url("/echo?planted=%s" % suffix)
+            cur.execute("SELECT net.http_post(%s, '{\"a\": 1}', '{\"p\": \"x y\"}',"
+                        " '{\"X-Test\": \"1\"}')", (base,))
+            rid = cur.fetchone()[0]
+            cur.execute("SELECT net.http_get(%s, '{\"p\": \"1\"}')", (base,))
+            cur.execute("SELECT net.http_delete(%s, '{\"p\": \"1\"}', body := '{}')", (base,))
+            cur.execute("SELECT net.jobflow_request('post', %s, '{\"q\": \"\u00e9\"}')", (base,))
+            cur.execute("SELECT (net._http_collect_response(%s, async := false)).status::text",
+                        (rid,))
+            assert cur.fetchone()[0] == "SUCCESS"
+            cur.execute("SELECT (net.http_collect_response(%s)).status::text", (rid,))
+            cur.execute("SELECT count(*) FROM net._http_response WHERE id = %s", (rid,))
+            assert cur.fetchone()[0] == 1
+            cur.execute("SELECT net._urlencode('a b')")
+            cur.execute("SELECT what, who FROM evil.caught")
+            assert cur.fetchall() == []
+            # the planted objects work when called by name (so the test
+            # would see them run)
+            cur.execute("SELECT upper('x'), 'a' = 'a'")
+            cur.execute("SELECT count(*) FROM evil.caught")
+            assert cur.fetchone()[0] == 2
+            cur.execute("RESET search_path")
             cur.execute("RESET ROLE")
     finally:
         conn.close()
