@@ -9,7 +9,8 @@
 # pg_net is built once per PostgreSQL installation into a cache directory
 # outside the clone, keyed by the archive's checksum and the major version,
 # and installed from there into the installation the tests run (as jobflow
-# is): installing again is a copy.
+# is, with $SUDO where its directories are not ours, as for Debian's 15):
+# installing again is a copy.
 #
 #   pgnet_install PG_CONFIG   build (unless cached) and install pg_net into
 #                             the installation of that pg_config; exports
@@ -29,7 +30,7 @@ pgnet_tarball() {
 
 # pgnet_install PG_CONFIG
 pgnet_install() {
-	local pgc=$1 tarball major sum dir start
+	local pgc=$1 tarball major sum dir start sudo
 	tarball=$(pgnet_tarball) || { echo "pg_net: no pg_net-*.tar.gz in $PEER_SOURCES"; return 1; }
 	major=$("$pgc" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
 	sum=$(sha256sum "$tarball" | cut -c1-16)
@@ -47,7 +48,10 @@ pgnet_install() {
 		touch "$dir/.complete"
 		echo "pg_net: built in $(( $(date +%s) - start ))s"
 	fi
-	make -s -C "$dir" PG_CONFIG="$pgc" install >>"$dir/build.log" 2>&1 \
+	# as build_and_install (lib.sh): a private installation needs no sudo
+	sudo=${SUDO:-}
+	[ -w "$("$pgc" --pkglibdir)" ] && sudo=""
+	$sudo make -s -C "$dir" PG_CONFIG="$pgc" install >>"$dir/build.log" 2>&1 \
 		|| { tail -40 "$dir/build.log"; return 1; }
 	export JOBFLOW_PG_NET=1
 }

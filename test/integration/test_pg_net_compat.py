@@ -203,6 +203,7 @@ def read_back(node, dbname, ids):
     return out
 
 
+@pytest.mark.smoke
 def test_pg_net_application_runs_unchanged_and_matches_pg_net(node, receiver):
     need_pg_net(node)
     results = {}
@@ -330,6 +331,7 @@ def test_collect_response_deprecated_name(node, receiver):
         conn.close()
 
 
+@pytest.mark.smoke
 def test_not_beside_pg_net(node):
     """CREATE EXTENSION jobflow_net where pg_net is refuses with 42P06 and
     says why; pg_net where jobflow_net is fails on schema net."""
@@ -390,6 +392,7 @@ def test_sent_once_unless_asked(node, receiver):
     assert len(receiver.requests(lambda r: ("twice=" + tag) in r["query"])) == 2
 
 
+@pytest.mark.smoke
 def test_tenants_see_their_own_responses_only(node, receiver):
     """net._http_response and the collect functions show a role its own
     requests only; a role without jobflow_user may not call net.http_*."""
