@@ -27,14 +27,18 @@
  * CREATE EXTENSION makes schema net only when it does not exist: an
  * existing one is used as it is.  pg_net makes the same schema, with
  * tables and functions of the same names, so the two cannot live in one
- * database; say so rather than fail on the first name both define (or,
- * worse, put jobflow_net's functions beside someone else's objects).
+ * database: say so rather than fail on the first name both define.  Any
+ * other schema net is used only if it is what DROP EXTENSION jobflow_net
+ * leaves (the schema is not a member of the extension): empty, a
+ * superuser's, granting nothing but USAGE to jobflow's roles.  Objects
+ * planted there, or its owner, could otherwise change what net.* run.
  */
 DO $prelude$
 DECLARE
 	s record;
 BEGIN
-	SELECT n.oid,
+	SELECT n.oid, n.nspowner, n.nspacl,
+		   (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) n.nspowner) AS owner_super,
 		   n.xmin OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()::pg_catalog.xid AS made_now
 	  INTO s
 	  FROM pg_catalog.pg_namespace n
@@ -50,11 +54,39 @@ BEGIN
 			DETAIL = 'Both provide pg_net''s functions, types and tables in schema "net".',
 			HINT = 'Use one of them: drop extension pg_net once its queued requests are done (DROP EXTENSION pg_net), then create jobflow_net.';
 	END IF;
-	RAISE EXCEPTION USING
-		ERRCODE = 'duplicate_schema',
-		MESSAGE = 'schema "net" already exists',
-		DETAIL = 'jobflow_net makes schema "net" itself, as pg_net does, and puts pg_net''s functions there.',
-		HINT = 'Drop or rename the existing schema "net", and try again.';
+	IF EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+				WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
+				  AND d.refobjid OPERATOR(pg_catalog.=) s.oid
+				  AND d.deptype OPERATOR(pg_catalog.=) 'n'::"char"
+				  /* the extension being created depends on its schema too */
+				  AND d.classid OPERATOR(pg_catalog.<>) 'pg_catalog.pg_extension'::pg_catalog.regclass) THEN
+		RAISE EXCEPTION USING
+			ERRCODE = 'duplicate_schema',
+			MESSAGE = 'schema "net" already exists and contains objects',
+			DETAIL = 'jobflow_net makes schema "net" itself, as pg_net does: objects made there before would be mixed with pg_net''s functions.',
+			HINT = 'Drop the schema or the objects in it, or rename it, and try again.';
+	END IF;
+	IF NOT s.owner_super THEN
+		RAISE EXCEPTION USING
+			ERRCODE = 'insufficient_privilege',
+			MESSAGE = pg_catalog.format('schema "net" belongs to role "%s", not to a superuser',
+										s.nspowner::pg_catalog.regrole),
+			DETAIL = 'CREATE EXTENSION jobflow_net uses an existing schema of that name, and its owner could change jobflow_net''s objects.',
+			HINT = 'Drop the schema, or give it to a superuser with ALTER SCHEMA net OWNER TO, and try again.';
+	END IF;
+	IF s.nspacl IS NOT NULL AND EXISTS (
+		SELECT 1 FROM pg_catalog.aclexplode(s.nspacl) a
+		 WHERE a.grantee OPERATOR(pg_catalog.<>) s.nspowner
+		   AND (a.privilege_type OPERATOR(pg_catalog.<>) 'USAGE'
+				OR a.grantee OPERATOR(pg_catalog.<>) ALL (ARRAY(
+					SELECT r.oid FROM pg_catalog.pg_roles r
+					 WHERE r.rolname OPERATOR(pg_catalog.=) ANY ('{jobflow_user,jobflow_admin}'::pg_catalog.name[]))))) THEN
+		RAISE EXCEPTION USING
+			ERRCODE = 'insufficient_privilege',
+			MESSAGE = 'schema "net" grants privileges to other roles',
+			DETAIL = 'jobflow_net grants the privileges on its schema itself.',
+			HINT = 'Revoke them (REVOKE ALL ON SCHEMA net FROM ...), or drop the schema, and try again.';
+	END IF;
 END
 $prelude$;
 

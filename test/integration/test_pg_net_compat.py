@@ -26,14 +26,13 @@
 # The other tests: each extension refuses to be created beside the other;
 # a request is sent once unless jobflow.net_max_attempts asks for more;
 # a tenant sees and collects only its own responses, and a role without
-# jobflow_user cannot call net.http_*; the catalog grants what the table
-# of docs/pg-net.md ("Who may call it") says, every function runs as its
-# caller with search_path pinned and every object has a comment; a tenant
-# that planted functions and operators shadowing pg_catalog's on its
-# search_path calls every net object and none of them runs what it
-# planted.  (Schema net is not in the table of docs/user-guide.md, which
-# test_privileges.py and test_hostile.py read for schema jobflow: these
-# two tests are their counterparts for it.)
+# jobflow_user cannot call net.http_*; every object of schema net has a
+# row in the table of docs/user-guide.md ("Who may do what", which
+# test_privileges.py checks against the catalog, as test_hostile.py takes
+# every path it allows), every function runs as its caller with
+# search_path pinned and every object has a comment; a tenant that planted
+# functions and operators shadowing pg_catalog's on its search_path calls
+# every net object and none of them runs what it planted.
 #
 # Without pg_net installed the comparison is skipped, unless JOBFLOW_PG_NET
 # is set (scripts/test.sh sets it once it has installed pg_net): then it
@@ -334,16 +333,38 @@ def test_collect_response_deprecated_name(node, receiver):
 @pytest.mark.smoke
 def test_not_beside_pg_net(node):
     """CREATE EXTENSION jobflow_net where pg_net is refuses with 42P06 and
-    says why; pg_net where jobflow_net is fails on schema net."""
+    says why, and so where a schema net holds objects, or belongs to a role
+    that is no superuser, or grants more than USAGE to jobflow's roles; an
+    empty one, as DROP EXTENSION jobflow_net leaves it, is used.  pg_net
+    where jobflow_net is fails on schema net."""
     node.query("DROP DATABASE IF EXISTS besides")
     node.query("CREATE DATABASE besides")
     try:
         node.query("CREATE SCHEMA net", dbname="besides")
+        node.query("CREATE TABLE net._http_response (id bigint)", dbname="besides")
         with pytest.raises(psycopg2.Error) as err:
             node.query("CREATE EXTENSION jobflow_net CASCADE", dbname="besides")
         assert err.value.pgcode == "42P06"
-        assert 'schema "net" already exists' in err.value.pgerror
+        assert 'schema "net" already exists and contains objects' in err.value.pgerror
         assert err.value.diag.message_hint
+        node.query("DROP TABLE net._http_response", dbname="besides")
+        # an empty schema of a superuser, as DROP EXTENSION jobflow_net
+        # leaves it, is used
+        node.query("CREATE EXTENSION jobflow_net CASCADE", dbname="besides")
+        node.query("DROP EXTENSION jobflow_net", dbname="besides")
+        node.query("CREATE EXTENSION jobflow_net", dbname="besides")
+        node.query("DROP EXTENSION jobflow_net", dbname="besides")
+        node.query("CREATE ROLE net_owner_%s" % os.getpid())
+        node.query("ALTER SCHEMA net OWNER TO net_owner_%s" % os.getpid(), dbname="besides")
+        with pytest.raises(psycopg2.Error) as err:
+            node.query("CREATE EXTENSION jobflow_net", dbname="besides")
+        assert err.value.pgcode == "42501" and "not to a superuser" in err.value.pgerror
+        node.query("ALTER SCHEMA net OWNER TO postgres", dbname="besides")
+        node.query("DROP ROLE net_owner_%s" % os.getpid())
+        node.query("GRANT CREATE ON SCHEMA net TO PUBLIC", dbname="besides")
+        with pytest.raises(psycopg2.Error) as err:
+            node.query("CREATE EXTENSION jobflow_net", dbname="besides")
+        assert err.value.pgcode == "42501" and "grants privileges" in err.value.pgerror
         if node.have_pg_net:
             node.query("DROP SCHEMA net", dbname="besides")
             node.query("CREATE EXTENSION pg_net", dbname="besides")
@@ -433,21 +454,17 @@ def test_tenants_see_their_own_responses_only(node, receiver):
 
 
 def doc_table_functions():
-    """The function names the table of docs/pg-net.md, "Who may call
-    it", lists."""
-    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "pg-net.md")) as f:
+    """The objects of schema net that the table of docs/user-guide.md,
+    "Who may do what", has a row for (by name)."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "user-guide.md")) as f:
         text = f.read()
-    section = text.split("## Who may call it", 1)[1].split("\n## ", 1)[0]
-    names = set()
-    for line in section.splitlines():
-        if line.startswith("| `net."):
-            first = line.split("|")[1]
-            names |= {n.split("(")[0] for n in re.findall(r"`(net\.[a-z_]+)", first)}
-    return names
+    section = text.split("### Who may do what", 1)[1].split("\n### ", 1)[0]
+    return {re.match(r"\| `(net\.[a-z_]+)", line).group(1)
+            for line in section.splitlines() if line.startswith("| `net.")}
 
 
 def test_privileges_comments_and_pins_as_documented(node):
-    """Every function of schema net: documented in docs/pg-net.md's table,
+    """Every function of schema net: in the table of docs/user-guide.md,
     executable by jobflow_user and jobflow_admin only (not PUBLIC), run as
     the caller with search_path pinned, commented; the view selectable by
     the same two roles only; the schema usable by them only."""
@@ -465,7 +482,9 @@ def test_privileges_comments_and_pins_as_documented(node):
         assert "search_path=pg_catalog, pg_temp" in (config or []), sig
         assert acl == ["jobflow_admin:EXECUTE", "jobflow_user:EXECUTE"], (sig, acl)
         assert comment, sig
-    assert documented == {"net." + f[1] for f in funcs} | {"net._http_response"}
+    assert documented == {"net." + f[1] for f in funcs} | {
+        "net._http_response", "net.http_response", "net.http_response_result",
+        "net.request_status"}
     rels = node.query(
         "SELECT c.relname, c.relkind::text,"
         "       array(SELECT a.grantee::regrole::text || ':' || a.privilege_type"
