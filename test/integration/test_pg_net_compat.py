@@ -578,3 +578,31 @@ def test_planted_objects_never_run(node, receiver):
             cur.execute("RESET ROLE")
     finally:
         conn.close()
+
+
+def test_dump_and_restore(node):
+    """pg_dump writes schema net (not a member of the extension) before
+    CREATE EXTENSION jobflow_net: the restore must accept it, and brings
+    back the requests, which are jobflow's tasks."""
+    node.query("DROP DATABASE IF EXISTS dumpsrc")
+    node.query("DROP DATABASE IF EXISTS dumpdst")
+    node.query("CREATE DATABASE dumpsrc")
+    node.query("CREATE DATABASE dumpdst")
+    try:
+        node.query("CREATE EXTENSION jobflow_net CASCADE", dbname="dumpsrc")
+        rid = node.value("SELECT net.http_get('http://127.0.0.1:1/dumped')", dbname="dumpsrc")
+        conn = ["-h", node.sock, "-p", str(node.port), "-U", "postgres"]
+        dump = subprocess.run([node.bin("pg_dump")] + conn + ["dumpsrc"], capture_output=True,
+                              text=True, check=True).stdout
+        assert dump.index("CREATE SCHEMA net;") < dump.index("CREATE EXTENSION IF NOT EXISTS"
+                                                             " jobflow_net")
+        subprocess.run([node.bin("psql")] + conn + ["-X", "-q", "-v", "ON_ERROR_STOP=1",
+                                                    "-d", "dumpdst"],
+                       input=dump, capture_output=True, text=True, check=True)
+        assert node.value("SELECT extversion FROM pg_extension WHERE extname = 'jobflow_net'",
+                          dbname="dumpdst") == "0.3.0"
+        assert node.value("SELECT url FROM jobflow.tasks WHERE id = %s", (rid,),
+                          dbname="dumpdst") == "http://127.0.0.1:1/dumped"
+    finally:
+        node.query("DROP DATABASE dumpsrc WITH (FORCE)")
+        node.query("DROP DATABASE dumpdst WITH (FORCE)")
