@@ -182,7 +182,9 @@ class Target:
                 for name in self.schemas:
                     cur.execute("DROP SCHEMA IF EXISTS %s CASCADE" % name)
                 if self.net_made:
+                    # with its schema, which DROP EXTENSION leaves
                     cur.execute("DROP EXTENSION IF EXISTS jobflow_net")
+                    cur.execute("DROP SCHEMA IF EXISTS net")
                 for role in self.roles:
                     cur.execute("DROP OWNED BY %s" % role)
                 self._drop_roles(cur)

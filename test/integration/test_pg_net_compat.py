@@ -606,3 +606,25 @@ def test_dump_and_restore(node):
     finally:
         node.query("DROP DATABASE dumpsrc WITH (FORCE)")
         node.query("DROP DATABASE dumpdst WITH (FORCE)")
+
+
+def test_quiet_logging_keeps_the_status(node, receiver):
+    """A queue "net" that logs failures only: a first-attempt success has
+    no log row, and net._http_response still gives its status (without
+    content), as docs/pg-net.md says."""
+    conn = node.connect("jfnet")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT jobflow.set_queue('net', log_attempts => 'failures')")
+            try:
+                cur.execute("SELECT net.http_get(%s)", (receiver.url("/ok?quiet=%s" % uuid.uuid4().hex),))
+                rid = cur.fetchone()[0]
+                cur.execute("SELECT (c).status::text, ((c).response).status_code, ((c).response).body"
+                            "  FROM net._http_collect_response(%s, async := false) AS c", (rid,))
+                assert cur.fetchone() == ("SUCCESS", 200, None)
+                cur.execute("SELECT count(*) FROM jobflow.task_log WHERE task_id = %s", (rid,))
+                assert cur.fetchone()[0] == 0
+            finally:
+                cur.execute("SELECT jobflow.drop_queue('net')")
+    finally:
+        conn.close()
