@@ -182,9 +182,10 @@ BEGIN
 		END IF;
 	END IF;
 	SELECT pg_catalog.string_agg(net._urlencode(e.key) OPERATOR(pg_catalog.||) '='
-								 OPERATOR(pg_catalog.||) COALESCE(net._urlencode(e.value), ''), '&')
+								 OPERATOR(pg_catalog.||) net._urlencode(e.value), '&')
 	  INTO query
-	  FROM pg_catalog.jsonb_each_text(COALESCE(jobflow_request.params, '{}'::jsonb)) AS e(key, value);
+	  FROM pg_catalog.jsonb_each_text(COALESCE(jobflow_request.params, '{}'::jsonb)) AS e(key, value)
+	 WHERE e.value IS NOT NULL;		/* pg_net leaves out a param whose value is null */
 	r := pg_catalog.jsonb_build_object(
 		'url', CASE WHEN query IS NULL OR jobflow_request.url IS NULL THEN jobflow_request.url
 					WHEN pg_catalog.strpos(jobflow_request.url, '?') OPERATOR(pg_catalog.>) 0
@@ -270,7 +271,8 @@ $$;
 /*
  * pg_net's response table, as a view of the caller's finished tasks of
  * queue "net" (pending and running ones have no response yet, as in
- * pg_net).  The last attempt's log row gives the answer; a task whose
+ * pg_net; a cancelled one has error_msg "cancelled", so that whoever
+ * waits for it stops).  The last attempt's log row gives the answer; a task whose
  * success left no log row (quiet logging) gives its status from its own
  * row.  An HTTP answer of any status is a response (error_msg NULL), as
  * in pg_net; error_msg is set when there was none (timeout, refused
@@ -304,7 +306,7 @@ SELECT t.id,
 		 ORDER BY g.attempt DESC
 		 LIMIT 1) AS l ON true) AS a
  WHERE t.queue OPERATOR(pg_catalog.=) 'net'
-   AND t.state OPERATOR(pg_catalog.=) ANY ('{succeeded,failed}'::jobflow.task_state[])
+   AND t.state OPERATOR(pg_catalog.=) ANY ('{succeeded,failed,cancelled}'::jobflow.task_state[])
    AND (pg_catalog.pg_has_role(t.owner::oid, 'USAGE')
 		OR pg_catalog.pg_has_role('jobflow_admin', 'USAGE'));
 

@@ -80,8 +80,8 @@ CREATE TRIGGER order_webhook BEFORE INSERT ON orders
 
 # name -> the call the application makes (base is the receiver's url)
 CALLS = [
-    ("get_params", "SELECT net.http_get(url := %(base)s || '/ok',"
-                   " params := '{\"q\": \"a b&c\", \"lang\": \"fr-\u00e9\"}',"
+    ("get_params", "SELECT net.http_get(url := %(base)s || '/echo',"
+                   " params := '{\"q\": \"a b&c\", \"lang\": \"fr-\u00e9\", \"none\": null}',"
                    " headers := '{\"X-Api-Key\": \"k1\"}')"),
     ("delete", "SELECT net.http_delete(url := %(base)s || '/ok', params := '{\"id\": \"7\"}')"),
     ("delete_body", "SELECT net.http_delete(%(base)s || '/echo', body := '{\"why\": \"gone\"}')"),
@@ -257,7 +257,7 @@ def test_requests_reach_the_receiver_as_pg_net_sends_them(node, receiver):
                             " params := '{\"q\": \"a b&c/\u00e9~\", \"k\": \"\"}',"
                             " headers := jsonb_build_object('Authorization', 'Bearer t',"
                             "                               'X-Api-Key', 'k'))", (url,))
-                cur.execute("SELECT net.http_get(url := %s, params := '{\"p\": \"1 2\"}',"
+                cur.execute("SELECT net.http_get(url := %s, params := '{\"p\": \"1 2\", \"n\": null}',"
                             " headers := '{\"X-Test\": \"get\"}')",
                             (receiver.url("/ok?run=%s" % tag),))
                 cur.execute("SELECT net.http_delete(%s, params := '{\"id\": \"7\"}')",
@@ -626,5 +626,35 @@ def test_quiet_logging_keeps_the_status(node, receiver):
                 assert cur.fetchone()[0] == 0
             finally:
                 cur.execute("SELECT jobflow.drop_queue('net')")
+    finally:
+        conn.close()
+
+
+def test_a_cancelled_request_has_an_error(node):
+    """pg_net cannot cancel a request; a jobflow task can be: its row in
+    net._http_response says so, and a wait for it ends."""
+    conn = node.connect("jfnet")
+    try:
+        conn.autocommit = False
+        with conn.cursor() as cur:
+            cur.execute("SET statement_timeout = '20s'")     # should the wait not end
+            # held back before it commits, so that it is still pending
+            cur.execute("SELECT net.http_get('http://127.0.0.1:1/later')")
+            rid = cur.fetchone()[0]
+            cur.execute("UPDATE jobflow.tasks SET run_at = now() + interval '1 hour'"
+                        " WHERE id = %s", (rid,))
+            conn.commit()
+            cur.execute("SELECT count(*) FROM net._http_response WHERE id = %s", (rid,))
+            assert cur.fetchone()[0] == 0
+            cur.execute("SELECT jobflow.cancel(%s)", (rid,))
+            assert cur.fetchone()[0] is True
+            conn.commit()
+            cur.execute("SELECT status_code, timed_out, error_msg FROM net._http_response"
+                        " WHERE id = %s", (rid,))
+            assert cur.fetchone() == (None, False, "cancelled")
+            cur.execute("SELECT (c).status::text, (c).message"
+                        "  FROM net._http_collect_response(%s, async := false) AS c", (rid,))
+            assert cur.fetchone() == ("ERROR", "cancelled")
+            conn.commit()
     finally:
         conn.close()
