@@ -383,7 +383,56 @@ $$;
 REVOKE ALL ON SCHEMA net FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA net FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA net FROM PUBLIC;
+REVOKE ALL ON TYPE net.request_status, net.http_response, net.http_response_result FROM PUBLIC;
+
+/*
+ * ALTER DEFAULT PRIVILEGES of the role that installs (GRANT SELECT ON
+ * TABLES TO reporting, say) applies to what this script makes: as in
+ * jobflow's own scripts, every privilege on schema net or an object in it
+ * held by a role other than the owner is revoked, then jobflow's roles get
+ * what is granted below, and nothing with GRANT OPTION.
+ */
+DO $grants$
+DECLARE
+	o record;
+BEGIN
+	FOR o IN
+		SELECT DISTINCT x.kind, x.name, a.grantee
+		  FROM (SELECT 'TABLE' AS kind, pg_catalog.format('net.%I', c.relname) AS name,
+					   c.relacl AS acl, c.relowner AS owner
+				  FROM pg_catalog.pg_class c
+				 WHERE c.relnamespace OPERATOR(pg_catalog.=) 'net'::pg_catalog.regnamespace
+				   AND c.relkind OPERATOR(pg_catalog.<>) 'c'
+				UNION ALL
+				SELECT 'FUNCTION', pg_catalog.format('net.%I(%s)', p.proname,
+													   pg_catalog.pg_get_function_identity_arguments(p.oid)),
+					   p.proacl, p.proowner
+				  FROM pg_catalog.pg_proc p
+				 WHERE p.pronamespace OPERATOR(pg_catalog.=) 'net'::pg_catalog.regnamespace
+				UNION ALL
+				SELECT 'TYPE', pg_catalog.format('net.%I', t.typname), t.typacl, t.typowner
+				  FROM pg_catalog.pg_type t
+				 WHERE t.typnamespace OPERATOR(pg_catalog.=) 'net'::pg_catalog.regnamespace
+				   AND t.typcategory OPERATOR(pg_catalog.<>) 'A'
+				   AND (t.typtype OPERATOR(pg_catalog.<>) 'c'
+						OR t.typname OPERATOR(pg_catalog.<>) '_http_response')
+				UNION ALL
+				SELECT 'SCHEMA', 'net', n.nspacl, n.nspowner
+				  FROM pg_catalog.pg_namespace n
+				 WHERE n.nspname OPERATOR(pg_catalog.=) 'net'::pg_catalog.name) x,
+			   pg_catalog.aclexplode(x.acl) a
+		 WHERE a.grantee OPERATOR(pg_catalog.<>) x.owner
+	LOOP
+		EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM %s', o.kind, o.name,
+								  CASE WHEN o.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+									   ELSE pg_catalog.quote_ident(o.grantee::pg_catalog.regrole::pg_catalog.text) END);
+	END LOOP;
+END
+$grants$;
+
 GRANT USAGE ON SCHEMA net TO jobflow_user, jobflow_admin;
+GRANT USAGE ON TYPE net.request_status, net.http_response, net.http_response_result
+	TO jobflow_user, jobflow_admin;
 GRANT SELECT ON net._http_response TO jobflow_user, jobflow_admin;
 GRANT EXECUTE ON FUNCTION
 	net._urlencode(text),

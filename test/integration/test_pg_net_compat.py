@@ -658,3 +658,45 @@ def test_a_cancelled_request_has_an_error(node):
             conn.commit()
     finally:
         conn.close()
+
+
+def test_default_privileges_of_the_installer_give_nothing(node):
+    """ALTER DEFAULT PRIVILEGES of the installing superuser (a reporting
+    role, PUBLIC) applies to what CREATE EXTENSION makes: jobflow_net takes
+    it back, as jobflow does."""
+    node.query("DROP DATABASE IF EXISTS defprivs")
+    node.query("CREATE DATABASE defprivs")
+    reporting = "reporting_%s" % uuid.uuid4().hex[:8]
+    node.query("CREATE ROLE %s LOGIN" % reporting)
+    try:
+        # jobflow first: it refuses such grants on its own schema itself
+        node.query("CREATE EXTENSION jobflow", dbname="defprivs")
+        node.query("ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO %s;"
+                   " ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO %s;"
+                   " ALTER DEFAULT PRIVILEGES GRANT USAGE ON TYPES TO %s;"
+                   " ALTER DEFAULT PRIVILEGES GRANT USAGE ON SCHEMAS TO %s"
+                   % ((reporting,) * 4), dbname="defprivs")
+        node.query("CREATE EXTENSION jobflow_net", dbname="defprivs")
+        got = node.value(
+            "SELECT array_agg(what ORDER BY what) FROM ("
+            " SELECT 'schema' AS what WHERE has_schema_privilege(%(r)s, 'net', 'USAGE')"
+            " UNION ALL SELECT p.oid::regprocedure::text FROM pg_proc p"
+            "  WHERE p.pronamespace = 'net'::regnamespace"
+            "    AND has_function_privilege(%(r)s, p.oid, 'EXECUTE')"
+            " UNION ALL SELECT c.relname FROM pg_class c"
+            "  WHERE c.relnamespace = 'net'::regnamespace AND c.relkind = 'v'"
+            "    AND has_table_privilege(%(r)s, c.oid, 'SELECT')"
+            " UNION ALL SELECT t.typname FROM pg_type t"
+            "  WHERE t.typnamespace = 'net'::regnamespace AND t.typcategory <> 'A'"
+            "    AND (t.typrelid = 0 OR (SELECT relkind FROM pg_class WHERE oid = t.typrelid) = 'c')"
+            "    AND has_type_privilege(%(r)s, t.oid, 'USAGE')) s",
+            {"r": reporting}, dbname="defprivs")
+        assert got is None, got
+        # jobflow's roles have what the table of docs/user-guide.md says
+        assert node.value("SELECT has_function_privilege('jobflow_user',"
+                          " 'net.http_get(text, jsonb, jsonb, integer)', 'EXECUTE')",
+                          dbname="defprivs") is True
+    finally:
+        node.query("DROP DATABASE defprivs WITH (FORCE)")
+        node.query("DROP OWNED BY %s" % reporting, dbname="postgres")
+        node.query("DROP ROLE %s" % reporting)
