@@ -330,7 +330,8 @@ def called_functions():
     names = set()
     call = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
     for path in glob.glob(os.path.join(REPO, "jobflow--*.sql")) + \
-            [os.path.join(REPO, "src", "install_prelude.sql")]:
+            [os.path.join(REPO, "src", "install_prelude.sql"),
+             os.path.join(REPO, "src", "jobflow_net.sql")]:
         with open(path) as f:
             names |= {m.lower() for m in call.findall(f.read())}
     for path in glob.glob(os.path.join(REPO, "src", "**", "*.c"), recursive=True):
@@ -352,6 +353,16 @@ def F(*names):
 def R(name, *privileges):
     """Coverage: these privileges on the relation jobflow.<name>."""
     return {("jobflow." + name, p) for p in privileges}
+
+
+def NF(*names):
+    """Coverage: EXECUTE of net.<name> (extension jobflow_net)."""
+    return {("net." + n, "EXECUTE") for n in names}
+
+
+def NR(name, *privileges):
+    """Coverage: these privileges on the relation net.<name>."""
+    return {("net." + name, p) for p in privileges}
 
 
 class Call:
@@ -694,6 +705,30 @@ TENANT_CALLS = [
          "LISTEN jobflow_outcome", "NOTIFY jobflow, 'cron'",
          "NOTIFY jobflow_outcome, '1:succeeded'",
          "UNLISTEN *"),
+    # ---- extension jobflow_net (issue 26): pg_net's interface ----
+    Call("net.http_post", NF("http_post", "jobflow_request", "_schedule", "_urlencode"),
+         "SELECT net.http_post(%(url)s, '{\"a\": 1}', '{\"p\": \"x y\"}',"
+         " '{\"X-Test\": \"1\"}', 2000)", must="succeed", save="net_post"),
+    Call("net.http_get", NF("http_get", "jobflow_request", "_schedule", "_urlencode"),
+         "SELECT net.http_get(%(url)s, '{\"p\": \"\u00e9\"}', %(secret_headers)s)",
+         must="succeed"),
+    Call("net.http_delete", NF("http_delete"),
+         "SELECT net.http_delete(%(url)s, body => '{}')", must="succeed"),
+    Call("net.jobflow_request", NF("jobflow_request", "_urlencode"),
+         "SELECT net.jobflow_request('post', %(url)s, '{\"q\": \"a&b\"}')", must="succeed"),
+    Call("net._schedule", NF("_schedule"),
+         "SELECT net._schedule(jsonb_build_object('url', %(url)s, 'method', 'GET',"
+         " 'headers', '{}'::jsonb, 'timeout_ms', 1000))", must="succeed"),
+    Call("net._http_response", NR("_http_response", "SELECT"),
+         "SELECT * FROM net._http_response", must="succeed"),
+    Call("net._http_collect_response", NF("_http_collect_response"),
+         "SELECT net._http_collect_response(%(net_post)s)", must="succeed"),
+    Call("net.http_collect_response", NF("http_collect_response"),
+         "SELECT net.http_collect_response(%(net_post)s)", must="succeed"),
+    Call("net._await_response", NF("_await_response"),
+         "SET statement_timeout = '3s'",
+         "SELECT net._await_response(%(net_post)s)", "RESET statement_timeout"),
+    # ---- end of jobflow_net ----
 ]
 
 # a member of jobflow_monitor (and of pg_monitor)
@@ -721,6 +756,10 @@ MONITOR_CALLS = [
     Call("endpoints", set(), "SELECT * FROM jobflow.endpoints", must="refuse"),
     Call("reset_circuit", set(), "SELECT jobflow.reset_circuit(%(url)s)", must="refuse"),
     # ---- end of circuits ----
+    # ---- extension jobflow_net (issue 26) ----
+    Call("net.http_get", set(), "SELECT net.http_get(%(url)s)", must="refuse"),
+    Call("net._http_response", set(), "SELECT * FROM net._http_response", must="refuse"),
+    # ---- end of jobflow_net ----
 ]
 
 # a member of jobflow_admin, on the tenant's objects (made by admin_setup)
@@ -861,6 +900,13 @@ ADMIN_CALLS = [
     Call("nextval", R("tasks_id_seq", "USAGE") | R("cron_timers_id_seq", "USAGE"),
          "SELECT nextval('jobflow.tasks_id_seq'), nextval('jobflow.cron_timers_id_seq')"),
     Call("secrets: select", set(), "SELECT * FROM jobflow.secrets", must="refuse"),
+    # ---- extension jobflow_net (issue 26) ----
+    Call("net: the tenant's responses, a request of its own", NR("_http_response", "SELECT")
+         | NF("http_post", "jobflow_request", "_schedule", "_urlencode", "_http_collect_response"),
+         "SELECT (SELECT count(*) FROM net._http_response),"
+         " net.http_post(%(url)s),"
+         " net._http_collect_response(-1)", must="succeed"),
+    # ---- end of jobflow_net ----
 ]
 
 # a second tenant: DROP OWNED and REASSIGN OWNED of itself (the guard's paths)
@@ -945,6 +991,7 @@ class Hostile:
             "secret_headers": SECRET_HEADERS % {"secret": secret},
             "timer": "timer-" + run, "queue": "queue-" + run, "key": "key-" + run,
             "task": 0, "task2": 0, "keyed": 0, "row_task": 0, "timer_id": 0,
+            "net_post": 0,
         }
 
     def run(self, calls, role, search_path, ctx):
@@ -1375,8 +1422,9 @@ def test_explain_tells_nothing_of_another_tenant(env, receiver, second_receiver)
 
 def catalog_grants(conn):
     """(object, privilege) of every function, table, view and sequence of
-    schema jobflow that some role other than a superuser may use (column
-    privileges count as the table's)."""
+    schema jobflow, and of schema net (extension jobflow_net), that some
+    role other than a superuser may use (column privileges count as the
+    table's)."""
     got = rows(conn, """
         WITH acl AS (
             SELECT 'jobflow.' || p.proname AS object, a.privilege_type, a.grantee
@@ -1392,7 +1440,16 @@ def catalog_grants(conn):
             UNION ALL
             SELECT 'jobflow.' || c.relname, a.privilege_type, a.grantee
               FROM pg_attribute t JOIN pg_class c ON c.oid = t.attrelid, aclexplode(t.attacl) a
-             WHERE c.relnamespace = 'jobflow'::regnamespace AND t.attacl IS NOT NULL)
+             WHERE c.relnamespace = 'jobflow'::regnamespace AND t.attacl IS NOT NULL
+            UNION ALL
+            SELECT 'net.' || p.proname, a.privilege_type, a.grantee
+              FROM pg_proc p, aclexplode(COALESCE(p.proacl, acldefault('f', p.proowner))) a
+             WHERE p.pronamespace = (SELECT oid FROM pg_namespace WHERE nspname = 'net')
+            UNION ALL
+            SELECT 'net.' || c.relname, a.privilege_type, a.grantee
+              FROM pg_class c, aclexplode(COALESCE(c.relacl, acldefault('r', c.relowner))) a
+             WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = 'net')
+               AND c.relkind IN ('r', 'v', 'm', 'S', 'f', 'p'))
         SELECT DISTINCT object, privilege_type FROM acl
          WHERE grantee = 0 OR NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = acl.grantee)""")
     return {(r["object"], r["privilege_type"]) for r in got}
