@@ -580,6 +580,22 @@ compare_pick(const void *a, const void *b)
 	" AND (" p ".cron_at < " d ".cron_at OR " p ".id < " d ".id)"
 
 /*
+ * An earlier task of the same flow key as task d, of its ordered queue o,
+ * that keeps d waiting: p over jobflow.tasks.  Unfinished (pending, retries
+ * included, or running), or failed while the queue's dead letters block
+ * their key.  "Earlier" is by flow_at (the run_at it was scheduled for,
+ * which a retry does not move), then by id.  The partial index of keyed
+ * tasks on (owner, queue, flow_key, flow_at, id) finds them: its predicate
+ * is repeated so that the planner may use it.
+ */
+#define FLOW_EARLIER_SQL(p, d, o) \
+	p ".owner = " d ".owner AND " p ".queue = " d ".queue" \
+	" AND " p ".flow_key = " d ".flow_key AND " p ".flow_key IS NOT NULL" \
+	" AND " p ".state IN ('pending', 'running', 'failed')" \
+	" AND (" p ".state <> 'failed' OR " o ".dead_letter = 'block')" \
+	" AND (" p ".flow_at < " d ".flow_at OR (" p ".flow_at = " d ".flow_at AND " p ".id < " d ".id))"
+
+/*
  * The overlap policy of cron timers, for due occurrences the claim left
  * because an earlier occurrence of their timer is still pending or
  * running (its condition on d.cron_id).  With 'skip' such an occurrence
@@ -823,6 +839,10 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"          SELECT 1 FROM jobflow.cron_timers o, jobflow.tasks p"
 			"           WHERE o.id = d.cron_id AND o.overlap <> 'allow'"
 			"             AND p.cron_id = d.cron_id AND " OVERLAP_EARLIER_SQL("p", "d") "))"
+			"     AND (d.flow_key IS NULL OR NOT EXISTS ("
+			"          SELECT 1 FROM jobflow.queues o, jobflow.tasks p"
+			"           WHERE o.owner = d.owner AND o.name = d.queue AND o.ordered"
+			"             AND " FLOW_EARLIER_SQL("p", "d", "o") "))"
 			"   FOR UPDATE SKIP LOCKED),"
 			" k AS MATERIALIZED ("
 			"  SELECT s.owner, pg_catalog.array_agg(s.secret ORDER BY s.created_at DESC) AS secrets"
@@ -864,7 +884,8 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"             WHERE q.owner = t.owner AND q.name = t.queue"
 			"               AND x.owner = t.owner AND x.name = q.client_certificate"
 			"               AND jobflow._origin(t.url) OPERATOR(pg_catalog.=) ANY (x.origins))"
-			"           END",
+			"           END,"
+			"           t.flow_key",
 			2, types, CURSOR_OPT_GENERIC_PLAN);
 
 		if (plan == NULL)
@@ -901,6 +922,7 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 		Oid			owner;
 		char	   *url;
 		char	   *queue;
+		char	   *flow_key;
 
 		key.id = (uint64) DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
 		pick = bsearch(&key, picks, n, sizeof(JfFairPick), compare_pick);
@@ -910,7 +932,12 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 		owner = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
 		url = TextDatumGetCString(SPI_getbinval(tup, desc, 6, &isnull));
 		queue = TextDatumGetCString(SPI_getbinval(tup, desc, 16, &isnull));
-		if (!jf_fair_is_lane_of(ws->fair, pick->queue, owner, queue, url))
+		{
+			Datum		k = SPI_getbinval(tup, desc, 18, &isnull);
+
+			flow_key = isnull ? NULL : TextDatumGetCString(k);
+		}
+		if (!jf_fair_is_lane_of(ws->fair, pick->queue, owner, queue, url, flow_key))
 		{
 			/*
 			 * Moved to another named queue or host since it was parked,
@@ -919,7 +946,7 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			 * pause, say).  Its claim is undone below, and it goes to its
 			 * new lane at once.
 			 */
-			uint32		lane = jf_fair_queue(ws->fair, owner, queue, url);
+			uint32		lane = jf_fair_queue_key(ws->fair, owner, queue, url, flow_key);
 
 			if (lane == UINT32_MAX)
 				ereport(ERROR,
@@ -1080,7 +1107,8 @@ jf_dispatch_rescue_strays(JfWorkerState *ws)
 	MemoryContext caller = CurrentMemoryContext;
 
 	jf_xact_begin("jobflow: look for running tasks without a request");
-	if (SPI_execute("SELECT id, cron_id IS NOT NULL FROM jobflow.tasks WHERE state = 'running'",
+	if (SPI_execute("SELECT t.id, t.cron_id IS NOT NULL, " JF_ROUTE_SQL
+					"  FROM jobflow.tasks t WHERE t.state = 'running'",
 					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read running tasks");
 	jf_xact_count_statements(1);
@@ -1092,8 +1120,10 @@ jf_dispatch_rescue_strays(JfWorkerState *ws)
 		int64		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
 													 SPI_tuptable->tupdesc, 1, &isnull));
 
-		if (jf_worker_owns(id, DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i],
-														  SPI_tuptable->tupdesc, 2, &isnull))) &&
+		if (jf_worker_owns(DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+													   SPI_tuptable->tupdesc, 3, &isnull)),
+						   DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i],
+													  SPI_tuptable->tupdesc, 2, &isnull))) &&
 			bsearch(&id, held, nheld, sizeof(int64), jf_compare_int64) == NULL &&
 			!jf_log_writer_holds(ws->log, id))
 			strays[nstrays++] = id;
@@ -1284,6 +1314,8 @@ record_result(JfWorkerState *ws, JfHttpResult *r)
 	 */
 	if (e->task.generation == jf_guard_generation())
 		circuit_result(ws, e, r);
+	/* its flow key sent a request: no back-off any more */
+	jf_fair_key_done(ws->fair, e->task.queue);
 	release_place(ws, e->task.queue);
 	dlist_delete(&e->node);
 	/* claimed from a dropped extension: its outcome belongs to no task */
@@ -1336,6 +1368,15 @@ record_result(JfWorkerState *ws, JfHttpResult *r)
 		row.outcome = OUTCOME_RETRY;
 		row.state = "pending";
 		row.next_run_at = jf_ms_to_ts(next_ms);
+		/*
+		 * An ordered key waits for its head's retry, sending nothing else
+		 * meanwhile (at most until a while after the retry is due: should
+		 * it never come, the claim's check of the order decides).
+		 */
+		if (jf_fair_lane_ordered(ws->fair, e->task.queue))
+			jf_fair_key_wait(ws->fair, e->task.queue, (uint64) e->task.id,
+							 jf_rate_clock_us() +
+							 Max(next_ms - jf_now_ms() + 2 * (int64) jobflow_reconcile_ms, 0) * 1000);
 		if (next_ms < ws->loaded_until_ms)
 			jf_feed_upsert(ws, e->task.id, next_ms, e->task.queue);
 		pg_atomic_fetch_add_u64(&jf_figures->retried, 1);

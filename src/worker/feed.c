@@ -91,7 +91,8 @@ typedef struct TaskMapEntry
 /* every so many rescans, overdue tasks of any age are rescanned too */
 #define FULL_RESCAN_EVERY 12
 /* what a load query returns */
-#define LOAD_COLUMNS "t.id, t.run_at, t.owner, t.url, t.queue, t.cron_id IS NOT NULL"
+#define LOAD_COLUMNS "t.id, t.run_at, t.owner, t.url, t.queue, t.cron_id IS NOT NULL," \
+	" t.flow_key, " JF_ROUTE_SQL
 
 static void load_rows(JfWorkerState *ws, const char *sql, int nargs, Oid *types,
 					  Datum *values);
@@ -278,8 +279,8 @@ jf_feed_take(uint64 id, uint32 queue, void *arg)
 }
 
 /*
- * The (owner, named queue, origin) lane of a loaded row (columns as
- * LOAD_COLUMNS).
+ * The (owner, named queue, origin, flow key) lane of a loaded row (columns
+ * as LOAD_COLUMNS).
  */
 static uint32
 row_queue(JfWorkerState *ws, HeapTuple tup, TupleDesc desc)
@@ -288,10 +289,14 @@ row_queue(JfWorkerState *ws, HeapTuple tup, TupleDesc desc)
 	Oid			owner = DatumGetObjectId(SPI_getbinval(tup, desc, 3, &isnull));
 	char	   *url = TextDatumGetCString(SPI_getbinval(tup, desc, 4, &isnull));
 	char	   *name = TextDatumGetCString(SPI_getbinval(tup, desc, 5, &isnull));
-	uint32		queue = jf_fair_queue(ws->fair, owner, name, url);
+	Datum		key = SPI_getbinval(tup, desc, 7, &isnull);
+	char	   *flow_key = isnull ? NULL : TextDatumGetCString(key);
+	uint32		queue = jf_fair_queue_key(ws->fair, owner, name, url, flow_key);
 
 	pfree(url);
 	pfree(name);
+	if (flow_key != NULL)
+		pfree(flow_key);
 	if (queue == UINT32_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
@@ -318,7 +323,8 @@ load_tuple(JfWorkerState *ws, HeapTuple tup, TupleDesc desc, int64 now_ms)
 	uint32		lane;
 
 	/* another worker's (jobflow.workers_per_database) */
-	if (!jf_worker_owns(id, DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull))))
+	if (!jf_worker_owns(DatumGetInt64(SPI_getbinval(tup, desc, 8, &isnull)),
+						DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull))))
 		return;
 	e = taskmap_lookup(ws->map, id);
 	lane = row_queue(ws, tup, desc);
@@ -356,10 +362,22 @@ jf_feed_recheck(JfWorkerState *ws, Datum ids, int64 now_ms)
 		int64		id = DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
 		int64		due = jf_ts_to_due_ms(DatumGetTimestampTz(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull)));
 
+		uint32		lane;
+		int64		later = LOCKED_RETRY_MS;
+
 		if (taskmap_lookup(ws->map, id) != NULL)
 			continue;
-		jf_feed_upsert(ws, id, Max(due, now_ms + LOCKED_RETRY_MS),
-					row_queue(ws, tup, SPI_tuptable->tupdesc));
+		lane = row_queue(ws, tup, SPI_tuptable->tupdesc);
+		/*
+		 * A task of an ordered queue's key behind an earlier one still
+		 * unfinished (maybe only until its outcome is written, within a
+		 * flush interval) or failed: its key backs off, from a few
+		 * milliseconds on, so that the next task goes soon after the
+		 * earlier one is done, and a key blocked for long costs little.
+		 */
+		if (jf_fair_lane_ordered(ws->fair, lane))
+			later = jf_fair_key_blocked(ws->fair, lane, jf_rate_clock_us()) / 1000;
+		jf_feed_upsert(ws, id, Max(due, now_ms + later), lane);
 	}
 }
 

@@ -26,14 +26,16 @@
 #include "core/wheel.h"
 
 /*
- * Whether task id is this worker's: with several workers per database,
+ * Whether a task is this worker's: with several workers per database,
  * the first serves the tasks of cron timers (so that catching up on missed
- * occurrences stays in one place), and each serves the other ids equal to
- * its part modulo their number, so no task is ever claimed by two and
- * every task has one.
+ * occurrences stays in one place), and each serves the other tasks whose
+ * route (JF_ROUTE_SQL: the id, or for a task with a flow key the hash of
+ * the key, so that all tasks of a key are one worker's and its limits and
+ * order hold exactly) is equal to its part modulo their number, so no task
+ * is ever claimed by two and every task has one.
  */
 static inline bool
-jf_worker_owns(int64 id, bool cron)
+jf_worker_owns(int64 route, bool cron)
 {
 	int64		n = jobflow_workers_per_database;
 
@@ -41,13 +43,18 @@ jf_worker_owns(int64 id, bool cron)
 		return true;
 	if (cron)
 		return jf_worker_part == 0;
-	return ((id % n) + n) % n == jf_worker_part;
+	return ((route % n) + n) % n == jf_worker_part;
 }
+
+/* A task's route over jobflow.tasks t (see jf_worker_owns). */
+#define JF_ROUTE_SQL \
+	"CASE WHEN t.flow_key IS NULL THEN t.id" \
+	" ELSE pg_catalog.hashtext(t.flow_key)::pg_catalog.int8 END"
 
 /* The same, in SQL over jobflow.tasks t, with $N and $part as parameters. */
 #define JF_OWNS_SQL(n, part) \
 	"(" n " = 1 OR CASE WHEN t.cron_id IS NOT NULL THEN " part " = 0" \
-	" ELSE (t.id % " n " + " n ") % " n " = " part " END)"
+	" ELSE ((" JF_ROUTE_SQL ") % " n " + " n ") % " n " = " part " END)"
 
 /*
  * A worker's share of a cap that holds for the database: rounded up, so

@@ -1177,7 +1177,7 @@ test_collect_keeps_what_is_needed(void)
 	JfFairConfig c = config(1000, 1000, 1000);
 	JfFair	   *f;
 	JfFairLoad	top[JF_FAIR_TOP];
-	JfFairQueueConfig paused = {true, 0, 0, 0, JF_FAIR_LOG_DEFAULT};
+	JfFairQueueConfig paused = {true, 0, 0, 0, JF_FAIR_LOG_DEFAULT, 0, 0, false};
 	uint32_t	held, parked, claimed, idle, fresh, again;
 	uint32_t	lanes[5000];
 	bool		kept[5000];
