@@ -78,8 +78,9 @@ typedef struct Key
 	int			claimed;
 	uint32_t	lanes;			/* lanes of this key */
 	JfRate		rate;			/* cfg.max_per_second_per_key */
-	uint64_t	head;			/* ordered: the retry it waits for, 0: none */
+	uint64_t	head;			/* ordered: the task that goes first, 0: none */
 	int64_t		head_until;		/* ... at most until then */
+	bool		head_required;	/* nothing else goes meanwhile (a retry) */
 	int64_t		blocked_until;	/* ordered: nothing before then */
 	int64_t		backoff;		/* the last back-off, 0: none */
 } Key;
@@ -851,10 +852,11 @@ jf_fair_key_wait(JfFair *f, uint32_t queue, uint64_t id, int64_t until_us)
 		return;
 	f->keys[q->key].head = id;
 	f->keys[q->key].head_until = until_us;
+	f->keys[q->key].head_required = true;
 }
 
 int64_t
-jf_fair_key_blocked(JfFair *f, uint32_t queue, int64_t now_us)
+jf_fair_key_blocked(JfFair *f, uint32_t queue, int64_t now_us, uint64_t blocker)
 {
 	Queue	   *q = &f->queues[queue];
 	Key		   *k;
@@ -865,6 +867,17 @@ jf_fair_key_blocked(JfFair *f, uint32_t queue, int64_t now_us)
 	k->backoff = k->backoff == 0 ? KEY_BACKOFF_MIN :
 		(k->backoff * 2 > KEY_BACKOFF_MAX ? KEY_BACKOFF_MAX : k->backoff * 2);
 	k->blocked_until = now_us + k->backoff;
+	/*
+	 * The task that blocks it (pending, redriven or retried, it goes before
+	 * the ones behind it once parked; running or failed, it is not waited
+	 * for here: the back-off is).
+	 */
+	if (blocker != 0 && (k->head == 0 || !k->head_required))
+	{
+		k->head = blocker;
+		k->head_until = now_us + 2 * KEY_BACKOFF_MAX;
+		k->head_required = false;
+	}
 	return k->backoff;
 }
 
@@ -1029,10 +1042,18 @@ top_note(JfFair *f, uint32_t i)
 	h->top = least;
 }
 
-bool
-jf_fair_push(JfFair *f, uint32_t queue, uint64_t id, int64_t due)
+static int	compare_parked(const void *a, const void *b);
+
+/* Park a task at the back of its lane, or, front, at its head. */
+static bool
+push(JfFair *f, uint32_t queue, uint64_t id, int64_t due, bool front)
 {
 	Queue	   *q = &f->queues[queue];
+	bool		ordered = q->key != NONE && f->groups[q->group].cfg.ordered;
+
+	/* the task an ordered key waits for goes before the ones behind it */
+	if (ordered && f->keys[q->key].head == id)
+		front = true;
 
 	if (q->count == q->cap)
 	{
@@ -1059,12 +1080,30 @@ jf_fair_push(JfFair *f, uint32_t queue, uint64_t id, int64_t due)
 	 * wheel hands tasks over, as before: sorting a large backlog on every
 	 * turn would cost every queue's lateness.
 	 */
-	if (q->count > 0 && due < q->ids[(q->head + q->count - 1) % q->cap].due &&
-		(f->groups[q->group].cfg.paused ||
-		 (q->key != NONE && f->groups[q->group].cfg.ordered)))
-		q->unsorted = true;
-	q->ids[(q->head + q->count) % q->cap].id = id;
-	q->ids[(q->head + q->count) % q->cap].due = due;
+	/*
+	 * An ordered key's lane is sorted too, ties by id: its tasks go in due
+	 * order then id, whatever the order they were loaded in.
+	 */
+	if (front)
+	{
+		q->head = (q->head + q->cap - 1) % q->cap;
+		q->ids[q->head].id = id;
+		q->ids[q->head].due = due;
+		if (q->count > 0 && compare_parked(&q->ids[q->head], &q->ids[(q->head + 1) % q->cap]) > 0 &&
+			(f->groups[q->group].cfg.paused || ordered))
+			q->unsorted = true;
+	}
+	else
+	{
+		Parked	   *last = &q->ids[(q->head + q->count - 1) % q->cap];
+
+		if (q->count > 0 &&
+			(due < last->due || (ordered && due == last->due && id < last->id)) &&
+			(f->groups[q->group].cfg.paused || ordered))
+			q->unsorted = true;
+		q->ids[(q->head + q->count) % q->cap].id = id;
+		q->ids[(q->head + q->count) % q->cap].due = due;
+	}
 	q->count++;
 	f->parked++;
 	f->hosts[q->host].parked++;
@@ -1072,6 +1111,18 @@ jf_fair_push(JfFair *f, uint32_t queue, uint64_t id, int64_t due)
 	if (!q->active)
 		circle_insert(f, queue);
 	return true;
+}
+
+bool
+jf_fair_push(JfFair *f, uint32_t queue, uint64_t id, int64_t due)
+{
+	return push(f, queue, id, due, false);
+}
+
+bool
+jf_fair_push_front(JfFair *f, uint32_t queue, uint64_t id, int64_t due)
+{
+	return push(f, queue, id, due, true);
 }
 
 /*
@@ -1208,7 +1259,7 @@ key_room(JfFair *f, Queue *q, Group *g, int room, int64_t now)
 			{
 				if (q->unsorted)
 					sort_queue(q);
-				if (!head_to_front(q, k->head))
+				if (!head_to_front(q, k->head) && k->head_required)
 					return 0;
 			}
 		}
@@ -1363,7 +1414,10 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 			k->claimed += took;
 			f->queues[q->parent].kid_claimed += took;
 			if (took > 0)
+			{
 				k->head = 0;
+				k->head_required = false;
+			}
 		}
 		h->claimed += took;
 		o->claimed += took;

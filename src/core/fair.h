@@ -194,7 +194,8 @@ extern bool jf_fair_lane_ordered(const JfFair *f, uint32_t queue);
  * so the back-off starts small again.
  */
 extern void jf_fair_key_wait(JfFair *f, uint32_t queue, uint64_t id, int64_t until_us);
-extern int64_t jf_fair_key_blocked(JfFair *f, uint32_t queue, int64_t now_us);
+extern int64_t jf_fair_key_blocked(JfFair *f, uint32_t queue, int64_t now_us,
+								   uint64_t blocker);
 extern void jf_fair_key_done(JfFair *f, uint32_t queue);
 
 /* Keys live now (memory follows the keys with tasks, not all ever seen). */
@@ -265,6 +266,13 @@ extern bool jf_fair_origin(const char *url, char *buf, size_t len);
  * served in due order once resumed.  False when out of memory.
  */
 extern bool jf_fair_push(JfFair *f, uint32_t queue, uint64_t id, int64_t due);
+
+/*
+ * The same at the head of its lane: a picked task the claim did not take
+ * because an earlier task of its ordered key was unfinished keeps its
+ * place before the key's later tasks.
+ */
+extern bool jf_fair_push_front(JfFair *f, uint32_t queue, uint64_t id, int64_t due);
 
 /*
  * Choose up to max parked tasks to claim now, at time now_us (any clock in

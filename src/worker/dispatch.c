@@ -580,22 +580,6 @@ compare_pick(const void *a, const void *b)
 	" AND (" p ".cron_at < " d ".cron_at OR " p ".id < " d ".id)"
 
 /*
- * An earlier task of the same flow key as task d, of its ordered queue o,
- * that keeps d waiting: p over jobflow.tasks.  Unfinished (pending, retries
- * included, or running), or failed while the queue's dead letters block
- * their key.  "Earlier" is by flow_at (the run_at it was scheduled for,
- * which a retry does not move), then by id.  The partial index of keyed
- * tasks on (owner, queue, flow_key, flow_at, id) finds them: its predicate
- * is repeated so that the planner may use it.
- */
-#define FLOW_EARLIER_SQL(p, d, o) \
-	p ".owner = " d ".owner AND " p ".queue = " d ".queue" \
-	" AND " p ".flow_key = " d ".flow_key AND " p ".flow_key IS NOT NULL" \
-	" AND " p ".state IN ('pending', 'running', 'failed')" \
-	" AND (" p ".state <> 'failed' OR " o ".dead_letter = 'block')" \
-	" AND (" p ".flow_at < " d ".flow_at OR (" p ".flow_at = " d ".flow_at AND " p ".id < " d ".id))"
-
-/*
  * The overlap policy of cron timers, for due occurrences the claim left
  * because an earlier occurrence of their timer is still pending or
  * running (its condition on d.cron_id).  With 'skip' such an occurrence
@@ -842,7 +826,7 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"     AND (d.flow_key IS NULL OR NOT EXISTS ("
 			"          SELECT 1 FROM jobflow.queues o, jobflow.tasks p"
 			"           WHERE o.owner = d.owner AND o.name = d.queue AND o.ordered"
-			"             AND " FLOW_EARLIER_SQL("p", "d", "o") "))"
+			"             AND " JF_FLOW_EARLIER_SQL("p", "d", "o") "))"
 			"   FOR UPDATE SKIP LOCKED),"
 			" k AS MATERIALIZED ("
 			"  SELECT s.owner, pg_catalog.array_agg(s.secret ORDER BY s.created_at DESC) AS secrets"

@@ -349,7 +349,13 @@ jf_feed_recheck(JfWorkerState *ws, Datum ids, int64 now_ms)
 	uint64		i;
 	int			ret;
 
-	ret = SPI_execute_with_args("SELECT " LOAD_COLUMNS " FROM jobflow.tasks t"
+	ret = SPI_execute_with_args("SELECT " LOAD_COLUMNS ","
+								"       CASE WHEN t.flow_key IS NOT NULL THEN"
+								"       (SELECT p.id FROM jobflow.queues o, jobflow.tasks p"
+								"         WHERE o.owner = t.owner AND o.name = t.queue AND o.ordered"
+								"           AND " JF_FLOW_EARLIER_SQL("p", "t", "o")
+								"         ORDER BY p.flow_at, p.id LIMIT 1) END"
+								"  FROM jobflow.tasks t"
 								" WHERE t.id = ANY($1) AND " JF_PENDING_SQL("t"),
 								1, types, values, NULL, true, 0);
 	if (ret != SPI_OK_SELECT)
@@ -364,6 +370,7 @@ jf_feed_recheck(JfWorkerState *ws, Datum ids, int64 now_ms)
 
 		uint32		lane;
 		int64		later = LOCKED_RETRY_MS;
+		bool		found;
 
 		if (taskmap_lookup(ws->map, id) != NULL)
 			continue;
@@ -371,12 +378,32 @@ jf_feed_recheck(JfWorkerState *ws, Datum ids, int64 now_ms)
 		/*
 		 * A task of an ordered queue's key behind an earlier one still
 		 * unfinished (maybe only until its outcome is written, within a
-		 * flush interval) or failed: its key backs off, from a few
-		 * milliseconds on, so that the next task goes soon after the
-		 * earlier one is done, and a key blocked for long costs little.
+		 * flush interval) or failed: it goes back to the head of its lane,
+		 * before the key's later tasks, and the key backs off, from a few
+		 * milliseconds on, so that it goes soon after the earlier one is
+		 * done, and a key blocked for long costs little.
 		 */
 		if (jf_fair_lane_ordered(ws->fair, lane))
-			later = jf_fair_key_blocked(ws->fair, lane, jf_rate_clock_us()) / 1000;
+		{
+			TaskMapEntry *e = taskmap_insert(ws->map, id, &found);
+
+			Datum		b = SPI_getbinval(tup, SPI_tuptable->tupdesc, 9, &isnull);
+
+			(void) jf_fair_key_blocked(ws->fair, lane, jf_rate_clock_us(),
+									   isnull ? 0 : (uint64) DatumGetInt64(b));
+			if (!jf_fair_push_front(ws->fair, lane, (uint64) id, due))
+			{
+				taskmap_delete_item(ws->map, e);
+				ereport(ERROR,
+						(errcode(ERRCODE_OUT_OF_MEMORY),
+						 errmsg("out of memory parking due jobflow tasks")));
+			}
+			jf_fair_hold(ws->fair, lane);
+			e->handle = 0;
+			e->queue = lane;
+			e->parked = true;
+			continue;
+		}
 		jf_feed_upsert(ws, id, Max(due, now_ms + later), lane);
 	}
 }

@@ -57,6 +57,24 @@ jf_worker_owns(int64 route, bool cron)
 	" ELSE ((" JF_ROUTE_SQL ") % " n " + " n ") % " n " = " part " END)"
 
 /*
+ * An earlier task of the same flow key as task d, of its ordered queue o,
+ * that keeps d waiting: p over jobflow.tasks.  Unfinished (pending, retries
+ * included, or running), or failed while the queue's dead letters block
+ * their key.  "Earlier" is by flow_at (the run_at it was scheduled for,
+ * which a retry does not move), then by id.  The partial index of keyed
+ * tasks on (owner, queue, flow_key, flow_at, id) finds them: its predicate
+ * is repeated so that the planner may use it.  The claim (dispatch.c)
+ * leaves such a task; the recheck of what it left (feed.c) names the
+ * earliest one.
+ */
+#define JF_FLOW_EARLIER_SQL(p, d, o) \
+	p ".owner = " d ".owner AND " p ".queue = " d ".queue" \
+	" AND " p ".flow_key = " d ".flow_key AND " p ".flow_key IS NOT NULL" \
+	" AND " p ".state IN ('pending', 'running', 'failed')" \
+	" AND (" p ".state <> 'failed' OR " o ".dead_letter = 'block')" \
+	" AND (" p ".flow_at < " d ".flow_at OR (" p ".flow_at = " d ".flow_at AND " p ".id < " d ".id))"
+
+/*
  * A worker's share of a cap that holds for the database: rounded up, so
  * that no worker gets none (a queue capped at 1 by 2 workers may have 2 in
  * flight; rates, divided exactly, hold).
