@@ -83,6 +83,7 @@ typedef struct Key
 	bool		head_required;	/* nothing else goes meanwhile (a retry) */
 	int64_t		blocked_until;	/* ordered: nothing before then */
 	int64_t		backoff;		/* the last back-off, 0: none */
+	uint64_t	await_write;	/* ordered: nothing until written passes it */
 } Key;
 
 /* back-offs of a key the claim found blocked, in microseconds */
@@ -162,6 +163,8 @@ struct JfFair
 	Index		key_index;
 	FreeList	free_keys;
 	uint32_t	collect_key;
+	uint64_t	written;		/* jf_fair_written() calls so far */
+	uint32_t	awaiting;		/* keys awaiting it since the last one */
 	Index		host_index;
 	Index		owner_index;
 	Index		queue_index;
@@ -890,6 +893,27 @@ jf_fair_key_done(JfFair *f, uint32_t queue)
 		f->keys[q->key].backoff = 0;
 }
 
+void
+jf_fair_key_await_write(JfFair *f, uint32_t queue)
+{
+	Queue	   *q = &f->queues[queue];
+
+	if (q->key == NONE || !f->groups[q->group].cfg.ordered)
+		return;
+	f->keys[q->key].await_write = f->written + 1;
+	f->awaiting++;
+}
+
+bool
+jf_fair_written(JfFair *f)
+{
+	bool		some = f->awaiting > 0;
+
+	f->written++;
+	f->awaiting = 0;
+	return some;
+}
+
 size_t
 jf_fair_keys(const JfFair *f)
 {
@@ -1245,6 +1269,9 @@ key_room(JfFair *f, Queue *q, Group *g, int room, int64_t now)
 	if (g->cfg.ordered)
 	{
 		room = min_int(room, 1 - k->claimed);
+		/* the outcome of the task before is not written yet */
+		if (k->await_write > f->written)
+			return 0;
 		if (room > 0 && k->blocked_until > now)
 		{
 			if (k->blocked_until < f->next_deadline)
@@ -1644,6 +1671,7 @@ jf_fair_collect(JfFair *f, int64_t now_us, uint32_t max_look, uint32_t max_free)
 		key = &f->keys[f->collect_key];
 		if (key->text != NULL && key->lanes == 0 && key->claimed == 0 &&
 			(key->head == 0 || now_us >= key->head_until) &&
+			key->await_write <= f->written &&
 			key->blocked_until <= now_us && jf_rate_idle(&key->rate, now_us))
 		{
 			free_key(f, f->collect_key);

@@ -198,6 +198,16 @@ extern int64_t jf_fair_key_blocked(JfFair *f, uint32_t queue, int64_t now_us,
 								   uint64_t blocker);
 extern void jf_fair_key_done(JfFair *f, uint32_t queue);
 
+/*
+ * Ordered queues: a task of keyed lane queue finished (succeeded, failed
+ * for good); its outcome is not written yet, and until it is the claim
+ * would find it still running: the key sends nothing until
+ * jf_fair_written() says the outcomes buffered so far are written, which
+ * returns whether some key waited for that.
+ */
+extern void jf_fair_key_await_write(JfFair *f, uint32_t queue);
+extern bool jf_fair_written(JfFair *f);
+
 /* Keys live now (memory follows the keys with tasks, not all ever seen). */
 extern size_t jf_fair_keys(const JfFair *f);
 extern void jf_fair_unhold(JfFair *f, uint32_t queue);

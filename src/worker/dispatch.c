@@ -1044,6 +1044,17 @@ jf_dispatch_due(JfWorkerState *ws, int64 now_ms)
  * then come back at once rather than sleep.  Only a freed place counts, so
  * tasks parked for a full origin never make the loop spin.
  */
+/*
+ * The log writer wrote the outcomes it held: ordered keys that waited for
+ * their last task's outcome may send their next one at once.
+ */
+void
+jf_dispatch_outcomes_written(JfWorkerState *ws)
+{
+	if (ws->fair != NULL && jf_fair_written(ws->fair))
+		ws->dispatch->places_freed = true;
+}
+
 bool
 jf_dispatch_room_freed(JfWorkerState *ws)
 {
@@ -1371,6 +1382,9 @@ record_result(JfWorkerState *ws, JfHttpResult *r)
 		row.state = "failed";
 		pg_atomic_fetch_add_u64(&jf_figures->failed, 1);
 	}
+	/* an ordered key's next task goes once this outcome is written */
+	if (row.outcome != OUTCOME_RETRY)
+		jf_fair_key_await_write(ws->fair, e->task.queue);
 	jf_log_writer_add(ws->log, &row);
 	free_entry(e);
 }

@@ -16,7 +16,8 @@
 #       task's first attempt;
 #     - a dead letter blocks its key (dead_letter 'block', the default)
 #       until it is redriven, which unblocks the key at once, or lets the
-#       key go on ('skip');
+#       key go on ('skip'); explain() names the task a key waits for, and a
+#       key at its cap;
 #     - keys are per owner: another tenant's key of the same text is not
 #       blocked by the first tenant's dead letter;
 #     - the argument checks, with their SQLSTATEs.
@@ -161,6 +162,14 @@ def test_key_at_its_cap_holds_only_its_own_tasks(tenant, endpoint):
     rows += [(endpoint.url("fast", id=100 + i), "capped", "fast", 0, 5) for i in range(6)]
     rows += [(endpoint.url("none", id=200 + i), "capped", None, 0, 5) for i in range(6)]
     ids = schedule_many(conn, rows)
+    # while two are in flight, a waiting task of the key says why
+    deadline = time.time() + 10
+    while endpoint.inflight["slow"] < 2 and time.time() < deadline:
+        time.sleep(0.02)
+    reasons = {r["reason"]: r["explanation"] for r in query(
+        conn, "SELECT * FROM jobflow.explain(%s)", (ids[7],))}
+    assert "key_cap" in reasons, reasons
+    assert "max_concurrent_per_key" in reasons["key_cap"]
     assert set(wait_final(conn, ids, timeout=30).values()) == {"succeeded"}
     slow = endpoint.of("slow")
     others = endpoint.of("fast") + endpoint.of("none")
@@ -298,6 +307,11 @@ def test_dead_letter_blocks_its_key_until_redriven_or_skips(tenant, endpoint):
                  ([ids[1], ids[2]],))
     assert [r["state"] for r in held] == ["pending", "pending"]
     assert [h["id"] for h in endpoint.of("b")] == [1]
+    # explain() names the dead letter the key waits for, and how to redrive it
+    reasons = {r["reason"]: r["explanation"] for r in query(
+        conn, "SELECT * FROM jobflow.explain(%s)", (ids[2],))}
+    assert "key_order" in reasons, reasons
+    assert "task %d" % ids[0] in reasons["key_order"] and "retry(%d)" % ids[0] in reasons["key_order"]
     redriven = time.time()
     call(conn, "SELECT jobflow.retry(%s)", (ids[0],))
     assert set(wait_final(conn, ids[:3], timeout=10).values()) == {"succeeded"}
