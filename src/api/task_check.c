@@ -597,7 +597,8 @@ jf_check_request_row(HeapTuple tuple, TupleDesc desc, bool is_insert,
  * tenant's reschedule or replace of the pending task, never by the
  * worker's retry (running to pending) nor by a redrive (failed to
  * pending), so that a retried or redriven task keeps its place before the
- * key's later tasks.  NULL for a task without a key.
+ * key's later tasks.  An insert that gives flow_at keeps it (a restore);
+ * one that does not takes run_at.  NULL for a task without a key.
  */
 static void
 check_flow(HeapTuple oldtup, HeapTuple tuple, TupleDesc desc, JfTaskColumns *cols,
@@ -637,7 +638,12 @@ check_flow(HeapTuple oldtup, HeapTuple tuple, TupleDesc desc, JfTaskColumns *col
 					(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
 					 errmsg("flow_key is too long"),
 					 errdetail("It has %d bytes; the limit is %d.", len, FLOW_KEY_MAX)));
-		set = true;
+		/*
+		 * Kept when given: only a restore's COPY can give it (no tenant
+		 * may insert the column), and a task that waited for its retry
+		 * must come back before its key's later tasks.
+		 */
+		set = at_null;
 	}
 	else
 	{
