@@ -9,14 +9,23 @@
 #         tasks' trigger set flow_at to run_at on every insert, the
 #         restore's COPY included, so a task whose retry moved its run_at
 #         later came back behind the key's later tasks, which then went
-#         before it.
+#         before it;
+#       - a key whose head waits for a long retry (Retry-After, or a
+#         back-off up to jobflow.retry_backoff_max, an hour by default)
+#         stayed held until that retry would have come when its owner
+#         cancelled the head, or rescheduled it after the key's next
+#         task: the worker is not told, and the key waited for the head's
+#         retry all the same.
 #
 # -------------------------------------------------------------------------
 
 import os
 import subprocess
+import time
 
-from conftest import call, query
+import pytest
+
+from conftest import call, query, wait_final
 
 FAR = "now() + interval '%d minutes'"
 
@@ -66,3 +75,51 @@ def test_restore_keeps_each_keys_order(server, databases, receiver, tmp_path):
     order = [r["id"] for r in query(restored, "SELECT id FROM jobflow.tasks WHERE flow_key = 'k'"
                                               " ORDER BY flow_at, id")]
     assert order == [first, second]
+
+
+@pytest.fixture
+def long_retries(server, db):
+    """jobflow.retry_backoff_max = 10 min (Retry-After is capped by it)."""
+    server.set_guc(db, "jobflow.retry_backoff_max", "10min")
+    try:
+        time.sleep(0.5)
+        yield
+    finally:
+        server.set_guc(db, "jobflow.retry_backoff_max", None)
+
+
+@pytest.mark.parametrize("how", ["cancel", "reschedule"])
+def test_key_goes_on_when_its_retrying_head_is_cancelled_or_moved(
+        how, long_retries, connect, new_role, receiver):
+    """An ordered key's first task meets a 503 with Retry-After: 600 and
+    waits for its retry; the key's second task waits behind it.  Its owner
+    then cancels the first (or reschedules it after the second): the
+    second goes within seconds, not when the first one's retry would have
+    come."""
+    role = new_role()
+    conn = connect(user=role)
+    call(conn, "SELECT jobflow.set_queue('o', ordered => true)")
+    first_url, first_tag = receiver.unique_url("/status/503?retry_after=600")
+    second_url, second_tag = receiver.unique_url("/ok")
+    with conn.cursor() as cur:
+        cur.execute("SELECT jobflow.schedule(%s, queue => 'o', flow_key => 'k')", (first_url,))
+        first = cur.fetchone()[0]
+        cur.execute("SELECT jobflow.schedule(%s, run_at => now() + interval '200 ms',"
+                    " queue => 'o', flow_key => 'k')", (second_url,))
+        second = cur.fetchone()[0]
+    deadline = time.time() + 10
+    while query(conn, "SELECT attempts FROM jobflow.tasks WHERE id = %s", (first,))[0]["attempts"] < 1:
+        assert time.time() < deadline, "the first task was never tried"
+        time.sleep(0.05)
+    time.sleep(1.0)
+    assert query(conn, "SELECT state::text FROM jobflow.tasks WHERE id = %s",
+                 (second,))[0]["state"] == "pending", "the second went before the first"
+    assert receiver.tagged(second_tag) == []
+    if how == "cancel":
+        call(conn, "SELECT jobflow.cancel(%s)", (first,))
+    else:
+        call(conn, "SELECT jobflow.reschedule(%s, now() + interval '1 hour')", (first,))
+    moved = time.time()
+    assert wait_final(conn, second, timeout=15) == "succeeded"
+    print("%s: the key's next task went %.2f s later" % (how, time.time() - moved))
+    assert len(receiver.tagged(first_tag)) == 1
