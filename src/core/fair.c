@@ -81,6 +81,7 @@ typedef struct Key
 	uint64_t	head;			/* ordered: the task that goes first, 0: none */
 	int64_t		head_until;		/* ... at most until then */
 	bool		head_required;	/* nothing else goes meanwhile (a retry) */
+	uint64_t	head_since;		/* ... written when the wait began */
 	int64_t		blocked_until;	/* ordered: nothing before then */
 	int64_t		backoff;		/* the last back-off, 0: none */
 	uint64_t	await_write;	/* ordered: nothing until written passes it */
@@ -165,6 +166,7 @@ struct JfFair
 	uint32_t	collect_key;
 	uint64_t	written;		/* jf_fair_written() calls so far */
 	uint32_t	awaiting;		/* keys awaiting it since the last one */
+	bool		waiting_heads;	/* some key may wait for a retry */
 	Index		host_index;
 	Index		owner_index;
 	Index		queue_index;
@@ -856,6 +858,8 @@ jf_fair_key_wait(JfFair *f, uint32_t queue, uint64_t id, int64_t until_us)
 	f->keys[q->key].head = id;
 	f->keys[q->key].head_until = until_us;
 	f->keys[q->key].head_required = true;
+	f->keys[q->key].head_since = f->written;
+	f->waiting_heads = true;
 }
 
 int64_t
@@ -882,6 +886,48 @@ jf_fair_key_blocked(JfFair *f, uint32_t queue, int64_t now_us, uint64_t blocker)
 		k->head_required = false;
 	}
 	return k->backoff;
+}
+
+/* A walk over the keys: called once a reconcile interval, while some wait. */
+int
+jf_fair_waited_heads(JfFair *f, uint64_t *ids, int max)
+{
+	uint32_t	i;
+	int			n = 0;
+	bool		some = false;
+
+	if (!f->waiting_heads)
+		return 0;
+	for (i = 0; i < f->nkeys && n < max; i++)
+	{
+		const Key  *k = &f->keys[i];
+
+		if (k->text == NULL || k->head == 0 || !k->head_required)
+			continue;
+		some = true;
+		if (f->written > k->head_since)
+			ids[n++] = k->head;
+	}
+	f->waiting_heads = some;
+	return n;
+}
+
+/* The key that waits for task id (if one does) waits no more. */
+void
+jf_fair_head_gone(JfFair *f, uint64_t id)
+{
+	uint32_t	i;
+
+	for (i = 0; i < f->nkeys; i++)
+	{
+		Key		   *k = &f->keys[i];
+
+		if (k->text != NULL && k->head == id && k->head_required)
+		{
+			k->head = 0;
+			k->head_required = false;
+		}
+	}
 }
 
 void

@@ -184,8 +184,8 @@ extern bool jf_fair_lane_ordered(const JfFair *f, uint32_t queue);
 
 /*
  * Ordered queues.  jf_fair_key_wait: the task id of keyed lane queue goes
- * to a retry; until it is taken again (or until until_us, should it never
- * come: cancelled, moved), its key sends nothing else, and it goes first
+ * to a retry; until it is taken again (or until until_us, or until
+ * jf_fair_head_gone: cancelled, moved), its key sends nothing else, and it goes first
  * once parked whatever its place in the lane.  jf_fair_key_blocked: the
  * claim found an earlier task of the key unfinished (an outcome not
  * written yet, a failed task that blocks, another worker's): the key sends
@@ -197,6 +197,17 @@ extern void jf_fair_key_wait(JfFair *f, uint32_t queue, uint64_t id, int64_t unt
 extern int64_t jf_fair_key_blocked(JfFair *f, uint32_t queue, int64_t now_us,
 								   uint64_t blocker);
 extern void jf_fair_key_done(JfFair *f, uint32_t queue);
+
+/*
+ * The retries that ordered keys wait for (jf_fair_key_wait), up to max,
+ * once an outcome was written since each wait began (so the retry is in
+ * the table): the caller checks that each is still its key's head.  Its
+ * owner may have cancelled it, rescheduled it after the key's next task,
+ * or deleted it, and nothing tells the worker: jf_fair_head_gone(id)
+ * then lets its key go on at once rather than when the retry was due.
+ */
+extern int	jf_fair_waited_heads(JfFair *f, uint64_t *ids, int max);
+extern void jf_fair_head_gone(JfFair *f, uint64_t id);
 
 /*
  * Ordered queues: a task of keyed lane queue finished (succeeded, failed

@@ -1365,8 +1365,9 @@ record_result(JfWorkerState *ws, JfHttpResult *r)
 		row.next_run_at = jf_ms_to_ts(next_ms);
 		/*
 		 * An ordered key waits for its head's retry, sending nothing else
-		 * meanwhile (at most until a while after the retry is due: should
-		 * it never come, the claim's check of the order decides).
+		 * meanwhile (at most until a while after the retry is due; should
+		 * its owner cancel or move it, the housekeeping finds out and lets
+		 * the key go on: feed.c, check_waited_heads).
 		 */
 		if (jf_fair_lane_ordered(ws->fair, e->task.queue))
 			jf_fair_key_wait(ws->fair, e->task.queue, (uint64) e->task.id,

@@ -90,6 +90,8 @@ typedef struct TaskMapEntry
 #define LOCKED_RETRY_MS 500
 /* every so many rescans, overdue tasks of any age are rescanned too */
 #define FULL_RESCAN_EVERY 12
+/* retries of ordered keys checked at most per housekeeping */
+#define WAITED_HEADS_MAX 10000
 /* what a load query returns */
 #define LOAD_COLUMNS "t.id, t.run_at, t.owner, t.url, t.queue, t.cron_id IS NOT NULL," \
 	" t.flow_key, " JF_ROUTE_SQL
@@ -837,6 +839,72 @@ jf_feed_take_wakeups(JfWorkerState *ws)
 }
 
 /*
+ * The retries ordered keys wait for (core/fair.h): each key sends nothing
+ * until its retry was taken again, however far off it is due.  Its owner
+ * may cancel it, reschedule it after the key's next task, or delete it,
+ * and no wake-up says so: those no longer pending, or no longer the
+ * earliest unfinished task of their ordered key, free their key now.  One
+ * statement an interval, only while some key waits.  Inside a transaction.
+ */
+static void
+check_waited_heads(JfWorkerState *ws)
+{
+	uint64_t   *heads = palloc(sizeof(uint64_t) * WAITED_HEADS_MAX);
+	int			n = jf_fair_waited_heads(ws->fair, heads, WAITED_HEADS_MAX);
+	Datum	   *ids;
+	Oid			types[1] = {INT8ARRAYOID};
+	Datum		values[1];
+	int64	   *kept;
+	uint64		nkept;
+	uint64		i;
+	int			j;
+
+	if (n == 0)
+	{
+		pfree(heads);
+		return;
+	}
+	ids = palloc(sizeof(Datum) * n);
+	for (j = 0; j < n; j++)
+		ids[j] = Int64GetDatum((int64) heads[j]);
+	values[0] = PointerGetDatum(construct_array(ids, n, INT8OID, 8, FLOAT8PASSBYVAL,
+												TYPALIGN_DOUBLE));
+	if (SPI_execute_with_args("SELECT h.id FROM jobflow.tasks h"
+							  " WHERE h.id = ANY ($1) AND " JF_PENDING_SQL("h")
+							  "   AND h.flow_key IS NOT NULL"
+							  "   AND EXISTS (SELECT 1 FROM jobflow.queues o"
+							  "                WHERE o.owner = h.owner AND o.name = h.queue"
+							  "                  AND o.ordered)"
+							  "   AND NOT EXISTS ("
+							  "       SELECT 1 FROM jobflow.queues o, jobflow.tasks p"
+							  "        WHERE o.owner = h.owner AND o.name = h.queue"
+							  "          AND " JF_FLOW_EARLIER_SQL("p", "h", "o") ")",
+							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not check the retries ordered keys wait for");
+	jf_xact_count_statements(1);
+	nkept = SPI_processed;
+	kept = palloc(sizeof(int64) * Max(nkept, 1));
+	for (i = 0; i < nkept; i++)
+	{
+		bool		isnull;
+
+		kept[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+											  1, &isnull));
+	}
+	qsort(kept, nkept, sizeof(int64), jf_compare_int64);
+	for (j = 0; j < n; j++)
+	{
+		int64		id = (int64) heads[j];
+
+		if (bsearch(&id, kept, nkept, sizeof(int64), jf_compare_int64) == NULL)
+			jf_fair_head_gone(ws->fair, heads[j]);
+	}
+	pfree(kept);
+	pfree(ids);
+	pfree(heads);
+}
+
+/*
  * Extend the horizon and rescan the next two intervals.  Transactions only
  * NOTIFY for tasks due within three intervals (notify_before_ms); a task
  * due later is loaded by the rescan that runs between two intervals and
@@ -931,6 +999,8 @@ jf_feed_housekeeping(JfWorkerState *ws, int64 now_ms)
 				  "   AND " JF_OWNS_SQL("$5", "$6"),
 				  6, types, values);
 	}
+	if (ws->fair != NULL)
+		check_waited_heads(ws);
 	jf_xact_commit();
 
 	ws->loaded_until_ms = new_until;
