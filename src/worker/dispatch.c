@@ -794,6 +794,14 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 		 * SELECT ... FOR UPDATE) must not stall every other task; it stays
 		 * pending and is tried again a little later.
 		 *
+		 * A task with a flow key in an ordered queue is left while an
+		 * earlier task of its key is unfinished (JF_FLOW_EARLIER_SQL), the
+		 * safety net under the fair share's ordered keys: after a restart,
+		 * for tasks loaded late, or redriven.  The test is a subplan behind
+		 * "d.flow_key IS NULL OR": a task without a key never runs it (a
+		 * batch of 64 such tasks reads 4 buffers, as without it), a keyed
+		 * one reads its queue's row and the partial index of keyed tasks.
+		 *
 		 * What a request needs besides its row is looked up once per
 		 * statement where it can be: the signing secrets once per owner of
 		 * the batch (CTE k, not a subquery run again for each of its rows),
