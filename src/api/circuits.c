@@ -10,7 +10,8 @@
  * whose privileges it has, and members of jobflow_admin all of them, as
  * row-level security shows tasks: a tenant never sees which origins
  * another tenant sends to, nor that they fail.  jobflow.reset_circuit()
- * posts a reset into the slots and wakes the workers.
+ * posts a reset into the slots and wakes the workers; an owner's resets
+ * take at most a quarter of a slot's places (post_reset).
  *
  * A circuit is per (owner, origin) (core/circuit.h): whatever a tenant's
  * requests do to an origin, only its own circuit opens, so neither what it
@@ -22,10 +23,12 @@
 
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/latch.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
+#include "utils/wait_event.h"
 
 #include "api/circuits.h"
 #include "api/tenant_api.h"
@@ -206,6 +209,71 @@ jobflow_endpoints(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Whether a text given may be quoted back in an error: short, and no
+ * control character (a line feed would forge a line of the server log).
+ */
+static bool
+printable(const char *s)
+{
+	if (strlen(s) > 100)
+		return false;
+	for (; *s; s++)
+		if ((unsigned char) *s < 0x20 || (unsigned char) *s == 0x7f)
+			return false;
+	return true;
+}
+
+/*
+ * Resets of one owner (InvalidOid: administrators' of every owner)
+ * waiting in a slot at once, at most: a tenant calling reset_circuit() in
+ * a loop takes a quarter of the places, never those of the others.  A
+ * reset without a place waits for one, up to RESET_WAIT_MS.
+ */
+#define RESETS_PER_OWNER (JF_CIRCUIT_RESETS / 4)
+#define RESET_WAIT_MS 5000
+#define RESET_WAIT_STEP_MS 10
+
+/*
+ * Post a reset into the slot of a worker; true when posted, or nothing to
+ * post (no worker, or the same reset is waiting already); false while the
+ * slot, or owner's share of it, is full.
+ */
+static bool
+post_reset(JfSlot *s, Oid owner, const char *origin)
+{
+	bool		done = true;
+
+	SpinLockAcquire(&s->mutex);
+	if (s->dboid == MyDatabaseId && s->worker_pid != 0)	/* else no circuit either */
+	{
+		int			n = Min(Max(s->ncircuit_resets, 0), JF_CIRCUIT_RESETS);
+		int			mine = 0;
+		bool		same = false;
+
+		for (int i = 0; i < n; i++)
+			if (s->circuit_resets[i].owner == owner)
+			{
+				mine++;
+				same |= strcmp(s->circuit_resets[i].origin, origin) == 0;
+			}
+		if (same)
+			;
+		else if (mine < RESETS_PER_OWNER && n < JF_CIRCUIT_RESETS)
+		{
+			JfCircuitReset *r = &s->circuit_resets[n];
+
+			r->owner = owner;
+			strlcpy(r->origin, origin, sizeof(r->origin));
+			s->ncircuit_resets = n + 1;
+		}
+		else
+			done = false;
+	}
+	SpinLockRelease(&s->mutex);
+	return done;
+}
+
+/*
  * jobflow.reset_circuit(origin text, owner regrole DEFAULT NULL) RETURNS
  * void: close the circuits of origin (a URL or scheme://host[:port]) of
  * owner, at once: its held tasks go under the usual limits.  owner NULL is
@@ -239,35 +307,33 @@ jobflow_reset_circuit(PG_FUNCTION_ARGS)
 	if (!jf_fair_origin(given, origin, sizeof(origin)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("\"%s\" is not an origin", given),
+				 printable(given) ? errmsg("\"%s\" is not an origin", given) :
+				 errmsg("the text given is not an origin"),
 				 errhint("Name the origin as jobflow.endpoints shows it, such as https://example.com:443, or give a URL of it.")));
 
 	(void) jf_db_slots(MyDatabaseId, slots);
 	for (part = 0; part < jobflow_workers_per_database; part++)
 	{
 		JfSlot	   *s = slots[part];
-		bool		full = false;
+		int			waited_ms = 0;
 
 		if (s == NULL)
 			continue;
-		SpinLockAcquire(&s->mutex);
-		if (s->dboid != MyDatabaseId || s->worker_pid == 0)
-			;					/* no worker: no circuit either */
-		else if (s->ncircuit_resets < JF_CIRCUIT_RESETS)
+		while (!post_reset(s, owner, origin))
 		{
-			JfCircuitReset *r = &s->circuit_resets[s->ncircuit_resets++];
-
-			r->owner = owner;
-			strlcpy(r->origin, origin, sizeof(r->origin));
+			/* the worker takes them at its next turn: wait for a place */
+			jf_slot_wake(s, MyDatabaseId);
+			if (waited_ms >= RESET_WAIT_MS)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("too many circuit resets are waiting for the jobflow worker"),
+						 errhint("Try again in a moment: the worker takes them at its next turn.")));
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 RESET_WAIT_STEP_MS, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+			waited_ms += RESET_WAIT_STEP_MS;
 		}
-		else
-			full = true;
-		SpinLockRelease(&s->mutex);
-		if (full)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("too many circuit resets are waiting for the jobflow worker"),
-					 errhint("Try again in a moment: the worker takes them at its next turn.")));
 		jf_slot_wake(s, MyDatabaseId);
 	}
 	PG_RETURN_VOID();

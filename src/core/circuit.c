@@ -357,6 +357,88 @@ jf_circuits_next_probe(const JfCircuits *c, int64_t now_ms)
 	return at;
 }
 
+/* One circuit as jf_circuits_list() ranks them when they do not all fit. */
+typedef struct Ranked
+{
+	Circuit    *e;
+	int			closed;
+	size_t		rank;			/* among its owner's, from 0 */
+} Ranked;
+
+/* By owner, its not closed ones first, oldest first: rank can be counted. */
+static int
+compare_owner(const void *a, const void *b)
+{
+	const Ranked *x = a;
+	const Ranked *y = b;
+
+	if (x->e->owner != y->e->owner)
+		return x->e->owner < y->e->owner ? -1 : 1;
+	if (x->closed != y->closed)
+		return x->closed - y->closed;
+	if (x->e->since_ms != y->e->since_ms)
+		return x->e->since_ms < y->e->since_ms ? -1 : 1;
+	return strcmp(x->e->origin, y->e->origin);
+}
+
+/* Each owner's first, then each owner's second, ...; not closed first. */
+static int
+compare_rank(const void *a, const void *b)
+{
+	const Ranked *x = a;
+	const Ranked *y = b;
+
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	if (x->closed != y->closed)
+		return x->closed - y->closed;
+	return compare_owner(a, b);
+}
+
+static void
+list_one(JfCircuitInfo *out, const Circuit *e)
+{
+	out->owner = e->owner;
+	out->origin = e->origin;
+	out->state = e->state;
+	out->since_ms = e->since_ms;
+	out->failures = e->failures;
+	out->next_probe_ms = e->state == JF_CIRCUIT_OPEN ? e->next_probe_ms : 0;
+}
+
+/*
+ * More circuits than max: shared out among their owners, each owner's
+ * first (its open ones before those that count failures) before any
+ * owner's second, so that one owner's many circuits do not hide another's.  -1 when out of memory (the caller lists them in
+ * table order then).
+ */
+static int
+list_shared(JfCircuits *c, JfCircuitInfo *out, int max)
+{
+	Ranked	   *r = malloc(sizeof(Ranked) * c->count);
+	size_t		n = 0;
+	size_t		i;
+	uint32_t	b;
+
+	if (r == NULL)
+		return -1;
+	for (b = 0; b < c->nbuckets; b++)
+		for (Circuit *e = c->buckets[b]; e != NULL; e = e->next)
+		{
+			r[n].e = e;
+			r[n].closed = e->state == JF_CIRCUIT_CLOSED;
+			n++;
+		}
+	qsort(r, n, sizeof(Ranked), compare_owner);
+	for (i = 0; i < n; i++)
+		r[i].rank = i > 0 && r[i - 1].e->owner == r[i].e->owner ? r[i - 1].rank + 1 : 0;
+	qsort(r, n, sizeof(Ranked), compare_rank);
+	for (i = 0; i < n && i < (size_t) max; i++)
+		list_one(&out[i], r[i].e);
+	free(r);
+	return (int) i;
+}
+
 int
 jf_circuits_list(JfCircuits *c, JfCircuitInfo *out, int max, int64_t now_ms)
 {
@@ -369,6 +451,14 @@ jf_circuits_list(JfCircuits *c, JfCircuitInfo *out, int max, int64_t now_ms)
 	{
 		uint32_t	b;
 
+		/* too many to show all: pass 0 forgot the stale ones */
+		if (pass == 1 && max > 0 && c->count > (size_t) max)
+		{
+			int			k = list_shared(c, out, max);
+
+			if (k >= 0)
+				return k;
+		}
 		for (b = 0; b < c->nbuckets; b++)
 		{
 			Circuit    *e = c->buckets[b];
@@ -385,15 +475,7 @@ jf_circuits_list(JfCircuits *c, JfCircuitInfo *out, int max, int64_t now_ms)
 						 now_ms - e->last_seen_ms > 4 * c->cfg.probe_max_ms)
 					remove_entry(c, e);
 				else if (n < max && closed == (pass == 1))
-				{
-					out[n].owner = e->owner;
-					out[n].origin = e->origin;
-					out[n].state = e->state;
-					out[n].since_ms = e->since_ms;
-					out[n].failures = e->failures;
-					out[n].next_probe_ms = e->state == JF_CIRCUIT_OPEN ? e->next_probe_ms : 0;
-					n++;
-				}
+					list_one(&out[n++], e);
 				e = next;
 			}
 		}

@@ -117,7 +117,10 @@ extern int64_t jf_circuits_next_probe(const JfCircuits *c, int64_t now_ms);
 /*
  * Up to max circuits, those not closed first, then closed ones that count
  * failures; forgets closed ones whose failures are older than the window.
- * Returns how many were written.
+ * When there are more than max, they are shared out among the owners
+ * (every owner's first, then every owner's second, ..., each owner's open
+ * ones before its others): one owner's many circuits never hide another's
+ * few.  Returns how many were written.
  */
 extern int	jf_circuits_list(JfCircuits *c, JfCircuitInfo *out, int max, int64_t now_ms);
 

@@ -75,8 +75,20 @@ typedef struct InFlightEntry
 	dlist_node	node;
 } InFlightEntry;
 
-/* circuit changes kept for notification between two turns; more are not told */
-#define CIRCUIT_CHANGES_MAX 64
+/*
+ * Circuit changes kept for notification between two turns: as many as
+ * happen (one per request that ends, or per circuit reset), up to this
+ * many, so that no owner's many changes push another owner's out.
+ */
+#define CIRCUIT_CHANGES_MAX 65536
+
+/* A circuit that changed state, to be told its owner. */
+typedef struct CircuitChange
+{
+	Oid			owner;
+	bool		open;
+	char		origin[JF_FAIR_ORIGIN_MAX];
+} CircuitChange;
 
 /* most due tasks moved from the wheel into the fair share per turn */
 #define MAX_PARKED_PER_TURN 100000
@@ -100,12 +112,8 @@ struct JfDispatch
 	uint64_t	stale_seen;		/* jf_http_stale_restarts, counted so far */
 	/* circuits that changed state, to be told their owners */
 	int			nchanges;
-	struct
-	{
-		Oid			owner;
-		bool		open;
-		char		origin[JF_FAIR_ORIGIN_MAX];
-	}			changes[CIRCUIT_CHANGES_MAX];
+	int			maxchanges;
+	CircuitChange *changes;		/* in the worker's context, or NULL */
 };
 
 static JfHttpConfig
@@ -794,6 +802,14 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 		 * SELECT ... FOR UPDATE) must not stall every other task; it stays
 		 * pending and is tried again a little later.
 		 *
+		 * A task with a flow key in an ordered queue is left while an
+		 * earlier task of its key is unfinished (JF_FLOW_EARLIER_SQL), the
+		 * safety net under the fair share's ordered keys: after a restart,
+		 * for tasks loaded late, or redriven.  The test is a subplan behind
+		 * "d.flow_key IS NULL OR": a task without a key never runs it (a
+		 * batch of 64 such tasks reads 4 buffers, as without it), a keyed
+		 * one reads its queue's row and the partial index of keyed tasks.
+		 *
 		 * What a request needs besides its row is looked up once per
 		 * statement where it can be: the signing secrets once per owner of
 		 * the batch (CTE k, not a subquery run again for each of its rows),
@@ -1232,8 +1248,26 @@ note_change(JfWorkerState *ws, Oid owner, const char *origin, bool open)
 	int			k;
 
 	ws->circuits_changed = true;
-	if (ws->dispatch->nchanges >= CIRCUIT_CHANGES_MAX)
-		return;
+	if (ws->dispatch->nchanges == ws->dispatch->maxchanges)
+	{
+		int			grown = Max(64, ws->dispatch->maxchanges * 2);
+		CircuitChange *more;
+
+		/* out of memory or beyond the cap: this change is not told */
+		if (grown > CIRCUIT_CHANGES_MAX)
+			return;
+		more = MemoryContextAllocExtended(ws->cxt, sizeof(CircuitChange) * grown,
+										  MCXT_ALLOC_NO_OOM);
+		if (more == NULL)
+			return;
+		if (ws->dispatch->changes != NULL)
+		{
+			memcpy(more, ws->dispatch->changes, sizeof(CircuitChange) * ws->dispatch->nchanges);
+			pfree(ws->dispatch->changes);
+		}
+		ws->dispatch->changes = more;
+		ws->dispatch->maxchanges = grown;
+	}
 	k = ws->dispatch->nchanges++;
 	ws->dispatch->changes[k].owner = owner;
 	ws->dispatch->changes[k].open = open;
@@ -1248,13 +1282,15 @@ note_change(JfWorkerState *ws, Oid owner, const char *origin, bool open)
 void
 jf_dispatch_reset_circuits(JfWorkerState *ws, Oid owner, const char *origin)
 {
-	uint32		closed[CIRCUIT_CHANGES_MAX];
-	int			n = jf_circuits_reset(ws->circuits, owner, origin, closed, CIRCUIT_CHANGES_MAX);
+	int			max = (int) Min(jf_circuits_count(ws->circuits) + 1, (size_t) CIRCUIT_CHANGES_MAX);
+	uint32	   *closed = palloc(sizeof(uint32) * max);
+	int			n = jf_circuits_reset(ws->circuits, owner, origin, closed, max);
 	int			k;
 
 	ws->circuits_changed = true;
-	for (k = 0; k < Min(n, CIRCUIT_CHANGES_MAX); k++)
+	for (k = 0; k < Min(n, max); k++)
 		note_change(ws, closed[k], origin, false);
+	pfree(closed);
 	if (n > 0)
 		ereport(LOG,
 				(errmsg("jobflow: %d circuit(s) to %s closed by jobflow.reset_circuit()",
@@ -1424,6 +1460,13 @@ jf_dispatch_notify_circuits(JfWorkerState *ws)
 	}
 	jf_xact_count_statements(n);
 	jf_xact_commit();
+	/* a burst of changes keeps no memory beyond it */
+	if (ws->dispatch->maxchanges > 64)
+	{
+		pfree(ws->dispatch->changes);
+		ws->dispatch->changes = NULL;
+		ws->dispatch->maxchanges = 0;
+	}
 }
 
 /* Drive libcurl and record every finished request. */

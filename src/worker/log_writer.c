@@ -246,7 +246,9 @@ prepare_plans(JfLogWriter *lw)
 	 * notification (each "<id>:<state>" takes at most 30 bytes, far below
 	 * the 8000-byte limit of a payload), unless $14 is false.  A row whose
 	 * $15 is false updates its task and writes no log row (a success left
-	 * out by jobflow.log_attempts); unsent ones write none either.  Returns the
+	 * out by jobflow.log_attempts), unless its task was no longer running
+	 * (deleted while in flight): then no task row records the request
+	 * that went out, and the log does.  Unsent ones write none.  Returns the
 	 * held ids, and how many tasks were (or would have been) announced.
 	 *
 	 * A generic plan, made once: every row is found through the primary
@@ -285,7 +287,8 @@ prepare_plans(JfLogWriter *lw)
 		"         finished_at, outcome, http_status, error, response)"
 		"  SELECT u.id, u.attempt, u.owner::regrole, u.scheduled_at, u.started_at,"
 		"         u.finished_at, u.outcome, u.status, u.error, u.response"
-		"    FROM u WHERE u.outcome <> 'unsent' AND u.logged"
+		"    FROM u WHERE u.outcome <> 'unsent'"
+		"     AND (u.logged OR NOT EXISTS (SELECT FROM w WHERE w.id = u.id))"
 		"  RETURNING 1),"
 		" n AS ("
 		"  SELECT pg_catalog.pg_notify(jobflow._outcome_channel(f.owner),"

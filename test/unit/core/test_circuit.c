@@ -10,6 +10,7 @@
 #include "core/fair.h"
 #include "unit.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define O "http://a:80"
@@ -137,6 +138,69 @@ test_reset_and_list(void)
 	jf_circuits_destroy(c);
 }
 
+/*
+ * More circuits than fit: shared out among owners, each owner's open ones
+ * first, so that owner 1's hundred open circuits hide neither owner 2's
+ * open one nor owner 3's counting one.
+ */
+static void
+test_list_shared(void)
+{
+	JfCircuitConfig cfg = config();
+	JfCircuits *c = jf_circuits_create(&cfg);
+	JfCircuitInfo info[8];
+	char		origin[32];
+	int			k;
+	int			j;
+	int			n;
+	int			ones = 0;
+	int			twos = 0;
+	int			threes = 0;
+
+	for (k = 0; k < 100; k++)
+	{
+		snprintf(origin, sizeof(origin), "http://h%d:80", k);
+		for (j = 0; j < 3; j++)
+			(void) jf_circuits_result(c, 1, origin, j, JF_CIRCUIT_FAILURE, k);
+	}
+	for (j = 0; j < 3; j++)
+		(void) jf_circuits_result(c, 2, O, j, JF_CIRCUIT_FAILURE, 500);
+	(void) jf_circuits_result(c, 3, O, 9, JF_CIRCUIT_FAILURE, 500);
+	n = jf_circuits_list(c, info, 8, 1000);
+	CHECK(n == 8);
+	for (k = 0; k < n; k++)
+	{
+		ones += info[k].owner == 1;
+		twos += info[k].owner == 2 && info[k].state == JF_CIRCUIT_OPEN;
+		threes += info[k].owner == 3 && info[k].state == JF_CIRCUIT_CLOSED;
+	}
+	CHECKF(twos == 1 && ones == 6 && threes == 1, "%d %d %d", ones, twos, threes);
+	CHECK(jf_circuits_count(c) == 102);	/* listed, not forgotten */
+	jf_circuits_destroy(c);
+
+	/* few open ones: all listed, then the counting ones of each owner */
+	c = jf_circuits_create(&cfg);
+	for (k = 0; k < 20; k++)
+	{
+		snprintf(origin, sizeof(origin), "http://h%d:80", k);
+		(void) jf_circuits_result(c, 1, origin, 1, JF_CIRCUIT_FAILURE, k);
+	}
+	for (j = 0; j < 3; j++)
+		(void) jf_circuits_result(c, 2, O, j, JF_CIRCUIT_FAILURE, 500);
+	(void) jf_circuits_result(c, 3, O, 9, JF_CIRCUIT_FAILURE, 500);
+	n = jf_circuits_list(c, info, 8, 1000);
+	CHECK(n == 8);
+	CHECK(info[0].owner == 2 && info[0].state == JF_CIRCUIT_OPEN);
+	ones = threes = 0;
+	for (k = 1; k < n; k++)
+	{
+		ones += info[k].owner == 1;
+		threes += info[k].owner == 3;
+	}
+	CHECKF(ones == 6 && threes == 1, "%d %d", ones, threes);
+	jf_circuits_destroy(c);
+}
+
 /* The fair share asks the gate: held tasks stay parked, a probe goes. */
 static JfCircuits *gate_circuits;
 static int64_t gate_now;
@@ -207,6 +271,7 @@ main(void)
 	test_opening();
 	test_probes();
 	test_reset_and_list();
+	test_list_shared();
 	test_fair_gate();
 	return unit_done("test_circuit");
 }
