@@ -26,6 +26,7 @@ import time
 import pytest
 
 from conftest import call, query, wait_final
+from test_workers import two_workers, worker_pids  # noqa: F401 (a fixture)
 
 FAR = "now() + interval '%d minutes'"
 
@@ -123,3 +124,41 @@ def test_key_goes_on_when_its_retrying_head_is_cancelled_or_moved(
     assert wait_final(conn, second, timeout=15) == "succeeded"
     print("%s: the key's next task went %.2f s later" % (how, time.time() - moved))
     assert len(receiver.tagged(first_tag)) == 1
+
+
+def test_explain_looks_at_the_worker_of_the_tasks_key(two_workers, server, db, receiver):
+    """Two workers; each fires one request at a time.  A task with flow key
+    x hangs at the receiver on the worker of its key; a second task of x,
+    whose id alone would be the other worker's, waits for a place on that
+    worker, and explain() says so (global_cap), rather than reading the
+    other, idle worker's figures and saying nothing holds it."""
+    server.set_guc(db, "jobflow.max_concurrent_requests", 1)
+    hang, hang_tag = receiver.unique_url("/hang")
+    ok, ok_tag = receiver.unique_url("/ok")
+    held = None
+    try:
+        time.sleep(0.5)
+        with db.cursor() as cur:
+            cur.execute("SELECT jobflow.schedule(%s, timeout_ms => 5000, queue => 'q1',"
+                        " flow_key => 'x')", (hang,))
+            first = cur.fetchone()[0]
+        receiver.wait_for(lambda r: ("t=" + hang_tag) in r["query"], timeout=10)
+        part = query(db, "SELECT ((hashtext('x')::int8 % 2) + 2) % 2 AS p")[0]["p"]
+        with db.cursor() as cur:
+            cur.execute("SELECT last_value + 1 AS next FROM jobflow.tasks_id_seq")
+            if cur.fetchone()[0] % 2 == part:
+                cur.execute("SELECT nextval('jobflow.tasks_id_seq')")
+            cur.execute("SELECT jobflow.schedule(%s, queue => 'q2', flow_key => 'x')", (ok,))
+            held = cur.fetchone()[0]
+        assert held % 2 != part, "the test needs an id of the other worker"
+        time.sleep(0.3)
+        assert query(db, "SELECT state::text FROM jobflow.tasks WHERE id = %s",
+                     (held,))[0]["state"] == "pending"
+        reasons = {r["reason"]: r["explanation"] for r in query(
+            db, "SELECT * FROM jobflow.explain(%s)", (held,))}
+        assert "global_cap" in reasons, reasons
+        assert first != held
+    finally:
+        server.set_guc(db, "jobflow.max_concurrent_requests", None)
+        if held is not None:
+            wait_final(db, held, timeout=20)
