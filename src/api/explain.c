@@ -74,6 +74,7 @@ typedef struct Task
 	int32		timeout_ms;
 	char	   *flow_key;		/* NULL: none */
 	TimestampTz flow_at;
+	int64		route;			/* which worker fires it (worker/state.h) */
 } Task;
 
 static void
@@ -182,7 +183,9 @@ read_task(int64 id, Task *t)
 							  "       (SELECT r.rolname::pg_catalog.text FROM pg_catalog.pg_roles r"
 							  "         WHERE r.oid OPERATOR(pg_catalog.=) t.owner::pg_catalog.oid),"
 							  "       t.url, t.updated_at, t.last_status, t.last_error,"
-							  "       t.cron_id IS NOT NULL, t.timeout_ms, t.flow_key, t.flow_at"
+							  "       t.cron_id IS NOT NULL, t.timeout_ms, t.flow_key, t.flow_at,"
+							  "       CASE WHEN t.flow_key IS NULL THEN t.id"
+							  "            ELSE pg_catalog.hashtext(t.flow_key)::pg_catalog.int8 END"
 							  "  FROM jobflow.tasks t WHERE t.id OPERATOR(pg_catalog.=) $1",
 							  1, types, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the task");
@@ -207,6 +210,7 @@ read_task(int64 id, Task *t)
 	t->flow_key = get_text(0, 15);
 	d = get_datum(0, 16, &isnull);
 	t->flow_at = isnull ? 0 : DatumGetTimestampTz(d);
+	t->route = DatumGetInt64(get_datum(0, 17, &isnull));
 	return true;
 }
 
@@ -256,14 +260,15 @@ static const struct
  * The worker(s) of this database, for a pending task: none at all, or the
  * one that owns this task not running (which of a database's workers owns
  * a task is worker/state.h's rule: a cron occurrence the first, any other
- * id modulo their number), or held, and why.  True if something holds it.
+ * by its id, or the hash of its flow key, modulo their number), or held,
+ * and why.  True if something holds it.
  */
 static bool
 explain_workers(Out *out, const Task *t, JfSlot **slot)
 {
 	JfSlot	   *slots[JF_MAX_WORKERS_PER_DB];
 	int			n = jobflow_workers_per_database;
-	int			part = t->from_cron || n <= 1 ? 0 : (int) (((t->id % n) + n) % n);
+	int			part = t->from_cron || n <= 1 ? 0 : (int) (((t->route % n) + n) % n);
 	JfSlot	   *s;
 	pid_t		pid = 0;
 	uint64		held;
