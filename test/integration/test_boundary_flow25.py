@@ -162,3 +162,50 @@ def test_explain_looks_at_the_worker_of_the_tasks_key(two_workers, server, db, r
         server.set_guc(db, "jobflow.max_concurrent_requests", None)
         if held is not None:
             wait_final(db, held, timeout=20)
+
+
+def test_keys_blocked_by_dead_letters_cost_no_claims(server, connect, new_role, db, receiver):
+    """300 keys of an ordered queue, each with a dead letter (one attempt,
+    500) and a task behind it: once they failed, the worker runs hardly
+    any statement while nothing changes (its housekeeping only), where it
+    tried each key's claim again every second.  A redrive of one dead
+    letter still sends it and then its key's next task."""
+    role = new_role()
+    conn = connect(user=role)
+    call(conn, "SELECT jobflow.set_queue('dl', ordered => true)")
+    server.set_guc(db, "jobflow.circuit_failures", 0)
+    try:
+        bad, bad_tag = receiver.unique_url("/status/500")
+        ok, ok_tag = receiver.unique_url("/ok")
+        with conn.cursor() as cur:
+            cur.execute("SELECT array_agg(jobflow.schedule(%s, queue => 'dl', max_attempts => 1,"
+                        "        flow_key => 'k' || g) ORDER BY g) FROM generate_series(1, 300) g",
+                        (bad,))
+            heads = cur.fetchone()[0]
+            cur.execute("SELECT array_agg(jobflow.schedule(%s, queue => 'dl',"
+                        "        run_at => now() + interval '100 ms', flow_key => 'k' || g) ORDER BY g)"
+                        "  FROM generate_series(1, 300) g", (ok,))
+            behind = cur.fetchone()[0]
+        assert set(wait_final(conn, heads, timeout=60).values()) == {"failed"}
+        time.sleep(3.0)
+        before = query(db, "SELECT statements FROM jobflow.worker_status()")[0]["statements"]
+        time.sleep(5.0)
+        spent = query(db, "SELECT statements FROM jobflow.worker_status()")[0]["statements"] - before
+        print("300 keys blocked by dead letters: %d statements in 5 s" % spent)
+        assert spent < 60, spent
+        assert receiver.tagged(ok_tag) == []
+        # superuser: a redrive to a URL that answers
+        with db.cursor() as cur:
+            cur.execute("UPDATE jobflow.tasks SET url = %s, state = 'pending', run_at = now()"
+                        " WHERE id = %s", (ok, heads[0]))
+        assert wait_final(conn, [heads[0], behind[0]], timeout=10) == {
+            heads[0]: "succeeded", behind[0]: "succeeded"}
+        sent = [r for r in receiver.tagged(ok_tag)]
+        assert len(sent) == 2
+        first = query(db, "SELECT task_id FROM jobflow.task_log WHERE task_id = ANY(%s)"
+                          "   AND outcome = 'succeeded' ORDER BY started_at LIMIT 1",
+                      ([heads[0], behind[0]],))[0]["task_id"]
+        assert first == heads[0]
+    finally:
+        server.set_guc(db, "jobflow.circuit_failures", None)
+        call(conn, "SELECT jobflow.cancel(id) FROM jobflow.tasks WHERE state = 'pending'")
