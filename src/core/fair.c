@@ -82,6 +82,7 @@ typedef struct Key
 	int64_t		head_until;		/* ... at most until then */
 	bool		head_required;	/* nothing else goes meanwhile (a retry) */
 	uint64_t	head_since;		/* ... written when the wait began */
+	bool		head_in_table;	/* ... a row to check at once (not a retry) */
 	int64_t		blocked_until;	/* ordered: nothing before then */
 	int64_t		backoff;		/* the last back-off, 0: none */
 	uint64_t	await_write;	/* ordered: nothing until written passes it */
@@ -167,6 +168,7 @@ struct JfFair
 	uint64_t	written;		/* jf_fair_written() calls so far */
 	uint32_t	awaiting;		/* keys awaiting it since the last one */
 	bool		waiting_heads;	/* some key may wait for a retry */
+	uint32_t	heads_cursor;	/* where jf_fair_waited_heads goes on */
 	Index		host_index;
 	Index		owner_index;
 	Index		queue_index;
@@ -859,7 +861,19 @@ jf_fair_key_wait(JfFair *f, uint32_t queue, uint64_t id, int64_t until_us)
 	f->keys[q->key].head_until = until_us;
 	f->keys[q->key].head_required = true;
 	f->keys[q->key].head_since = f->written;
+	f->keys[q->key].head_in_table = false;
 	f->waiting_heads = true;
+}
+
+void
+jf_fair_key_await(JfFair *f, uint32_t queue, uint64_t id, int64_t until_us)
+{
+	Queue	   *q = &f->queues[queue];
+
+	if (q->key == NONE || !f->groups[q->group].cfg.ordered)
+		return;
+	jf_fair_key_wait(f, queue, id, until_us);
+	f->keys[q->key].head_in_table = true;
 }
 
 int64_t
@@ -896,16 +910,20 @@ jf_fair_waited_heads(JfFair *f, uint64_t *ids, int max)
 	int			n = 0;
 	bool		some = false;
 
-	if (!f->waiting_heads)
+	if (!f->waiting_heads || f->nkeys == 0)
 		return 0;
+	/* from where the last walk stopped, so that each gets its turn */
 	for (i = 0; i < f->nkeys && n < max; i++)
 	{
-		const Key  *k = &f->keys[i];
+		const Key  *k;
 
+		if (f->heads_cursor >= f->nkeys)
+			f->heads_cursor = 0;
+		k = &f->keys[f->heads_cursor++];
 		if (k->text == NULL || k->head == 0 || !k->head_required)
 			continue;
 		some = true;
-		if (f->written > k->head_since)
+		if (k->head_in_table || f->written > k->head_since)
 			ids[n++] = k->head;
 	}
 	f->waiting_heads = some;

@@ -207,6 +207,15 @@ extern void jf_fair_key_done(JfFair *f, uint32_t queue);
  * then lets its key go on at once rather than when the retry was due.
  */
 extern int	jf_fair_waited_heads(JfFair *f, uint64_t *ids, int max);
+
+/*
+ * The same wait as jf_fair_key_wait, for a task the claim found first in
+ * its key's order and not about to go: a dead letter that blocks (until
+ * redriven: the redrive loads it), a retry not due (after a restart the
+ * wait was forgotten).  The key sends nothing meanwhile rather than try
+ * the claim again every second, and the task is checked at once.
+ */
+extern void jf_fair_key_await(JfFair *f, uint32_t queue, uint64_t id, int64_t until_us);
 extern void jf_fair_head_gone(JfFair *f, uint64_t id);
 
 /*

@@ -91,7 +91,9 @@ typedef struct TaskMapEntry
 /* every so many rescans, overdue tasks of any age are rescanned too */
 #define FULL_RESCAN_EVERY 12
 /* retries of ordered keys checked at most per housekeeping */
-#define WAITED_HEADS_MAX 10000
+#define WAITED_HEADS_MAX 1000
+/* a key blocked by a dead letter tries the claim again after this long */
+#define DEAD_LETTER_WAIT_US ((int64) 600 * 1000 * 1000)
 /* what a load query returns */
 #define LOAD_COLUMNS "t.id, t.run_at, t.owner, t.url, t.queue, t.cron_id IS NOT NULL," \
 	" t.flow_key, " JF_ROUTE_SQL
@@ -351,13 +353,15 @@ jf_feed_recheck(JfWorkerState *ws, Datum ids, int64 now_ms)
 	uint64		i;
 	int			ret;
 
-	ret = SPI_execute_with_args("SELECT " LOAD_COLUMNS ","
-								"       CASE WHEN t.flow_key IS NOT NULL THEN"
-								"       (SELECT p.id FROM jobflow.queues o, jobflow.tasks p"
-								"         WHERE o.owner = t.owner AND o.name = t.queue AND o.ordered"
-								"           AND " JF_FLOW_EARLIER_SQL("p", "t", "o")
-								"         ORDER BY p.flow_at, p.id LIMIT 1) END"
+	ret = SPI_execute_with_args("SELECT " LOAD_COLUMNS ", b.id, b.state, b.run_at"
 								"  FROM jobflow.tasks t"
+								"  LEFT JOIN LATERAL ("
+								"       SELECT p.id, p.state::pg_catalog.text AS state, p.run_at"
+								"         FROM jobflow.queues o, jobflow.tasks p"
+								"        WHERE t.flow_key IS NOT NULL"
+								"          AND o.owner = t.owner AND o.name = t.queue AND o.ordered"
+								"          AND " JF_FLOW_EARLIER_SQL("p", "t", "o")
+								"        ORDER BY p.flow_at, p.id LIMIT 1) b ON true"
 								" WHERE t.id = ANY($1) AND " JF_PENDING_SQL("t"),
 								1, types, values, NULL, true, 0);
 	if (ret != SPI_OK_SELECT)
@@ -390,9 +394,30 @@ jf_feed_recheck(JfWorkerState *ws, Datum ids, int64 now_ms)
 			TaskMapEntry *e = taskmap_insert(ws->map, id, &found);
 
 			Datum		b = SPI_getbinval(tup, SPI_tuptable->tupdesc, 9, &isnull);
+			uint64		blocker = isnull ? 0 : (uint64) DatumGetInt64(b);
+			char	   *state = blocker == 0 ? NULL :
+				TextDatumGetCString(SPI_getbinval(tup, SPI_tuptable->tupdesc, 10, &isnull));
+			int64		blocker_due = blocker == 0 ? 0 :
+				jf_ts_to_due_ms(DatumGetTimestampTz(SPI_getbinval(tup, SPI_tuptable->tupdesc,
+																  11, &isnull)));
 
-			(void) jf_fair_key_blocked(ws->fair, lane, jf_rate_clock_us(),
-									   isnull ? 0 : (uint64) DatumGetInt64(b));
+			/*
+			 * A dead letter that blocks, or a retry not due for a while:
+			 * the key waits for it (its redrive, or its retry, is loaded
+			 * and goes first), and the housekeeping checks it is still in
+			 * the way (check_waited_heads), rather than the claim being
+			 * tried again every second for as long as it stays.
+			 */
+			if (state != NULL && strcmp(state, "failed") == 0)
+				jf_fair_key_await(ws->fair, lane, blocker,
+								  jf_rate_clock_us() + DEAD_LETTER_WAIT_US);
+			else if (state != NULL && strcmp(state, "pending") == 0 &&
+					 blocker_due > now_ms + 2 * (int64) jobflow_reconcile_ms)
+				jf_fair_key_await(ws->fair, lane, blocker,
+								  jf_rate_clock_us() +
+								  (blocker_due - now_ms + 2 * (int64) jobflow_reconcile_ms) * 1000);
+			else
+				(void) jf_fair_key_blocked(ws->fair, lane, jf_rate_clock_us(), blocker);
 			if (!jf_fair_push_front(ws->fair, lane, (uint64) id, due))
 			{
 				taskmap_delete_item(ws->map, e);
@@ -839,12 +864,15 @@ jf_feed_take_wakeups(JfWorkerState *ws)
 }
 
 /*
- * The retries ordered keys wait for (core/fair.h): each key sends nothing
- * until its retry was taken again, however far off it is due.  Its owner
- * may cancel it, reschedule it after the key's next task, or delete it,
- * and no wake-up says so: those no longer pending, or no longer the
- * earliest unfinished task of their ordered key, free their key now.  One
- * statement an interval, only while some key waits.  Inside a transaction.
+ * The tasks ordered keys wait for (core/fair.h): a retry, however far off
+ * it is due, or a dead letter that blocks, until redriven.  Its owner may
+ * cancel it, reschedule it after the key's next task, or delete it (or
+ * retention prunes the dead letter, or the queue's dead_letter becomes
+ * skip), and no wake-up says so: those no longer pending (or failed and
+ * blocking), or no longer the earliest unfinished task of their ordered
+ * key, free their key now.  One statement an interval, only while some
+ * key waits, 1,000 tasks at most (the next ones at the next interval).
+ * Inside a transaction.
  */
 static void
 check_waited_heads(JfWorkerState *ws)
@@ -870,17 +898,19 @@ check_waited_heads(JfWorkerState *ws)
 	values[0] = PointerGetDatum(construct_array(ids, n, INT8OID, 8, FLOAT8PASSBYVAL,
 												TYPALIGN_DOUBLE));
 	if (SPI_execute_with_args("SELECT h.id FROM jobflow.tasks h"
-							  " WHERE h.id = ANY ($1) AND " JF_PENDING_SQL("h")
-							  "   AND h.flow_key IS NOT NULL"
+							  " WHERE h.id = ANY ($1) AND h.flow_key IS NOT NULL"
 							  "   AND EXISTS (SELECT 1 FROM jobflow.queues o"
 							  "                WHERE o.owner = h.owner AND o.name = h.queue"
-							  "                  AND o.ordered)"
+							  "                  AND o.ordered"
+							  "                  AND (" JF_PENDING_SQL("h")
+							  "                       OR (h.state::pg_catalog.text = 'failed'"
+							  "                           AND o.dead_letter = 'block')))"
 							  "   AND NOT EXISTS ("
 							  "       SELECT 1 FROM jobflow.queues o, jobflow.tasks p"
 							  "        WHERE o.owner = h.owner AND o.name = h.queue"
 							  "          AND " JF_FLOW_EARLIER_SQL("p", "h", "o") ")",
 							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not check the retries ordered keys wait for");
+		elog(ERROR, "could not check the tasks ordered keys wait for");
 	jf_xact_count_statements(1);
 	nkept = SPI_processed;
 	kept = palloc(sizeof(int64) * Max(nkept, 1));
