@@ -209,3 +209,42 @@ def test_keys_blocked_by_dead_letters_cost_no_claims(server, connect, new_role, 
     finally:
         server.set_guc(db, "jobflow.circuit_failures", None)
         call(conn, "SELECT jobflow.cancel(id) FROM jobflow.tasks WHERE state = 'pending'")
+
+
+def test_order_check_reads_no_backlog(databases, receiver):
+    """A database whose tasks are mostly one key's backlog, due tomorrow
+    (and as many without a key), analysed before the worker's first
+    claim: five tasks of that key due now, ahead of the backlog, go one at
+    a time, and the check of the order before each claim reads a few
+    index entries, not the backlog nor the table."""
+    name, conn = databases()
+    url, tag = receiver.unique_url("/ok")
+    call(conn, "SELECT jobflow.set_queue('hot', ordered => true)")
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO jobflow.tasks (url, run_at, queue, flow_key)"
+                    " SELECT %s, now() + interval '1 day' + g * interval '1 ms', 'hot', 'k'"
+                    "   FROM generate_series(1, 30000) g", (url,))
+        cur.execute("INSERT INTO jobflow.tasks (url, run_at)"
+                    " SELECT %s, now() + interval '1 day' FROM generate_series(1, 30000) g",
+                    (url,))
+        cur.execute("ANALYZE jobflow.tasks")
+    reads = ("SELECT (SELECT seq_tup_read FROM pg_stat_user_tables"
+             "         WHERE relid = 'jobflow.tasks'::regclass)"
+             "     + (SELECT idx_tup_read FROM pg_stat_user_indexes"
+             "         WHERE indexrelid = 'jobflow.tasks_flow_unfinished'::regclass) AS n")
+    time.sleep(1.5)
+    before = query(conn, reads)[0]["n"]
+    with conn.cursor() as cur:
+        cur.execute("SELECT array_agg(jobflow.schedule(%s, queue => 'hot', flow_key => 'k',"
+                    "        run_at => now() + g * interval '1 ms') ORDER BY g)"
+                    "  FROM generate_series(1, 5) g", (url,))
+        ids = cur.fetchone()[0]
+    assert set(wait_final(conn, ids, timeout=30).values()) == {"succeeded"}
+    time.sleep(2.5)
+    spent = query(conn, reads)[0]["n"] - before
+    print("5 ordered tasks ahead of a 30,000-task backlog: %d rows read" % spent)
+    assert spent < 5000, spent
+    first = [r["task_id"] for r in query(conn, "SELECT task_id FROM jobflow.task_log"
+                                               " WHERE task_id = ANY(%s) ORDER BY started_at",
+                                         (ids,))]
+    assert first == ids
