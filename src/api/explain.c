@@ -484,9 +484,7 @@ explain_key(Out *out, const Task *t, TimestampTz now, bool ordered, bool block,
 								  "   AND p.flow_key OPERATOR(pg_catalog.=) $3"
 								  "   AND p.flow_key IS NOT NULL"
 								  "   AND p.state OPERATOR(pg_catalog.=) ANY ('{pending,running,failed}')"
-								  "   AND (p.flow_at OPERATOR(pg_catalog.<) $4"
-								  "        OR (p.flow_at OPERATOR(pg_catalog.=) $4"
-								  "            AND p.id OPERATOR(pg_catalog.<) $5))"
+								  "   AND (p.flow_at, p.id) OPERATOR(pg_catalog.<) ($4, $5)"
 								  "   AND (p.state OPERATOR(pg_catalog.<>) 'failed' OR $6 IS NULL)"
 								  " ORDER BY p.flow_at, p.id LIMIT 1",
 								  6, types, values, block ? "     n" : "      ", true, 1) != SPI_OK_SELECT)

@@ -803,12 +803,14 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 		 * pending and is tried again a little later.
 		 *
 		 * A task with a flow key in an ordered queue is left while an
-		 * earlier task of its key is unfinished (JF_FLOW_EARLIER_SQL), the
+		 * earlier task of its key is unfinished (JF_FLOW_FIRST_EARLIER_SQL), the
 		 * safety net under the fair share's ordered keys: after a restart,
 		 * for tasks loaded late, or redriven.  The test is a subplan behind
 		 * "d.flow_key IS NULL OR": a task without a key never runs it (a
 		 * batch of 64 such tasks reads 4 buffers, as without it), a keyed
-		 * one reads its queue's row and the partial index of keyed tasks.
+		 * one reads its queue's row and the partial index of keyed tasks,
+		 * within its key and before it (a few entries, whatever the key's
+		 * backlog).
 		 *
 		 * What a request needs besides its row is looked up once per
 		 * statement where it can be: the signing secrets once per owner of
@@ -839,10 +841,8 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"          SELECT 1 FROM jobflow.cron_timers o, jobflow.tasks p"
 			"           WHERE o.id = d.cron_id AND o.overlap <> 'allow'"
 			"             AND p.cron_id = d.cron_id AND " OVERLAP_EARLIER_SQL("p", "d") "))"
-			"     AND (d.flow_key IS NULL OR NOT EXISTS ("
-			"          SELECT 1 FROM jobflow.queues o, jobflow.tasks p"
-			"           WHERE o.owner = d.owner AND o.name = d.queue AND o.ordered"
-			"             AND " JF_FLOW_EARLIER_SQL("p", "d", "o") "))"
+			"     AND (d.flow_key IS NULL OR "
+			JF_FLOW_FIRST_EARLIER_SQL("p", "d", "o") " IS NULL)"
 			"   FOR UPDATE SKIP LOCKED),"
 			" k AS MATERIALIZED ("
 			"  SELECT s.owner, pg_catalog.array_agg(s.secret ORDER BY s.created_at DESC) AS secrets"

@@ -353,10 +353,10 @@ jf_feed_recheck(JfWorkerState *ws, Datum ids, int64 now_ms)
 	uint64		i;
 	int			ret;
 
-	ret = SPI_execute_with_args("SELECT " LOAD_COLUMNS ", b.id, b.state, b.run_at"
+	ret = SPI_execute_with_args("SELECT " LOAD_COLUMNS ", b.id, b.state::pg_catalog.text, b.run_at"
 								"  FROM jobflow.tasks t"
 								"  LEFT JOIN LATERAL ("
-								"       SELECT p.id, p.state::pg_catalog.text AS state, p.run_at"
+								"       SELECT p.id, p.state, p.run_at"
 								"         FROM jobflow.queues o, jobflow.tasks p"
 								"        WHERE t.flow_key IS NOT NULL"
 								"          AND o.owner = t.owner AND o.name = t.queue AND o.ordered"
@@ -905,10 +905,7 @@ check_waited_heads(JfWorkerState *ws)
 							  "                  AND (" JF_PENDING_SQL("h")
 							  "                       OR (h.state::pg_catalog.text = 'failed'"
 							  "                           AND o.dead_letter = 'block')))"
-							  "   AND NOT EXISTS ("
-							  "       SELECT 1 FROM jobflow.queues o, jobflow.tasks p"
-							  "        WHERE o.owner = h.owner AND o.name = h.queue"
-							  "          AND " JF_FLOW_EARLIER_SQL("p", "h", "o") ")",
+							  "   AND " JF_FLOW_FIRST_EARLIER_SQL("p", "h", "o") " IS NULL",
 							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not check the tasks ordered keys wait for");
 	jf_xact_count_statements(1);

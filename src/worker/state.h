@@ -72,7 +72,22 @@ jf_worker_owns(int64 route, bool cron)
 	" AND " p ".flow_key = " d ".flow_key AND " p ".flow_key IS NOT NULL" \
 	" AND " p ".state IN ('pending', 'running', 'failed')" \
 	" AND (" p ".state <> 'failed' OR " o ".dead_letter = 'block')" \
-	" AND (" p ".flow_at < " d ".flow_at OR (" p ".flow_at = " d ".flow_at AND " p ".id < " d ".id))"
+	" AND (" p ".flow_at, " p ".id) < (" d ".flow_at, " d ".id)"
+
+/*
+ * The id of the earliest task that keeps task d waiting (as above; NULL:
+ * none), of d's queue if it is ordered.  The comparison of rows bounds
+ * the scan of the partial index within d's key, and ORDER BY ... LIMIT 1
+ * makes that scan the plan's only sensible choice: as a NOT EXISTS, a
+ * generic plan made while one key held most tasks read the whole table
+ * for each task, and an OR of the two comparisons read the key's whole
+ * backlog for the task first of its key.
+ */
+#define JF_FLOW_FIRST_EARLIER_SQL(p, d, o) \
+	"(SELECT " p ".id FROM jobflow.queues " o ", jobflow.tasks " p \
+	" WHERE " o ".owner = " d ".owner AND " o ".name = " d ".queue AND " o ".ordered" \
+	"   AND " JF_FLOW_EARLIER_SQL(p, d, o) \
+	" ORDER BY " p ".flow_at, " p ".id LIMIT 1)"
 
 /*
  * A worker's share of a cap that holds for the database: rounded up, so
