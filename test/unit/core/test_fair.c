@@ -1570,6 +1570,68 @@ test_key_ordered(void)
 }
 
 /*
+ * An ordered key that waits for a task in the table (a dead letter that
+ * blocks, a retry not due): it sends nothing while that task is not
+ * parked; jf_fair_waited_heads lists it at once (a retry's wait only once
+ * an outcome was written since), each key in turn when there are more
+ * than asked for; jf_fair_head_gone frees the key.
+ */
+static void
+test_key_await(void)
+{
+	JfFairConfig c = config(4096, 64, 1024);
+	JfFair	   *f = jf_fair_create(&c);
+	JfFairQueueConfig q = kconfig(0, 0, true);
+	uint32_t	k1;
+	uint32_t	k2;
+	uint32_t	k3;
+	uint64_t	heads[4];
+	int			n;
+
+	CHECK(jf_fair_configure(f, 1, "o", &q));
+	k1 = jf_fair_queue_key(f, 1, "o", "http://h/", "k1");
+	k2 = jf_fair_queue_key(f, 1, "o", "http://h/", "k2");
+	k3 = jf_fair_queue_key(f, 1, "o", "http://h/", "k3");
+	CHECK(jf_fair_waited_heads(f, heads, 4) == 0);
+	jf_fair_push(f, k1, 11, 0);
+	jf_fair_push(f, k2, 21, 0);
+	jf_fair_push(f, k3, 31, 0);
+	/* 10 is a dead letter before 11, 20 a retry before 21 */
+	jf_fair_key_await(f, k1, 10, 600000000);
+	jf_fair_key_wait(f, k2, 20, 600000000);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
+	CHECKF(n == 1 && picks[0].id == 31, "n %d", n);
+	jf_fair_release(f, k3);
+	/* the retry is listed once an outcome was written */
+	n = jf_fair_waited_heads(f, heads, 4);
+	CHECKF(n == 1 && heads[0] == 10, "n %d", n);
+	(void) jf_fair_written(f);
+	n = jf_fair_waited_heads(f, heads, 4);
+	CHECKF(n == 2, "n %d", n);
+	/* one at a time: each in turn */
+	n = jf_fair_waited_heads(f, heads, 1);
+	CHECK(n == 1);
+	{
+		uint64_t	first = heads[0];
+
+		CHECK(jf_fair_waited_heads(f, heads, 1) == 1 && heads[0] != first);
+	}
+	/* 10 was cancelled: its key goes on; 20 still holds its own */
+	jf_fair_head_gone(f, 10);
+	n = jf_fair_pick(f, picks, MAXPICK, 1000, NULL, NULL);
+	CHECKF(n == 1 && picks[0].id == 11, "n %d", n);
+	jf_fair_release(f, k1);
+	n = jf_fair_waited_heads(f, heads, 4);
+	CHECKF(n == 1 && heads[0] == 20, "n %d", n);
+	jf_fair_head_gone(f, 20);
+	n = jf_fair_pick(f, picks, MAXPICK, 1000, NULL, NULL);
+	CHECKF(n == 1 && picks[0].id == 21, "n %d", n);
+	jf_fair_release(f, k2);
+	CHECK(jf_fair_waited_heads(f, heads, 4) == 0);
+	jf_fair_destroy(f);
+}
+
+/*
  * 10,000 keys with a task each, all sent: once released, their lanes and
  * keys are collected and memory goes back to what the unkeyed lane takes;
  * a key with a rate stays until the rate forgot it.
@@ -1650,6 +1712,7 @@ main(void)
 	test_key_share();
 	test_key_rate();
 	test_key_ordered();
+	test_key_await();
 	test_key_collect();
 	return unit_done("test_fair");
 }
