@@ -188,14 +188,16 @@ extern bool jf_fair_lane_ordered(const JfFair *f, uint32_t queue);
  * come: cancelled, moved), its key sends nothing else, and it goes first
  * once parked whatever its place in the lane.  jf_fair_key_blocked: the
  * claim found an earlier task of the key unfinished (an outcome not
- * written yet, a failed task that blocks, another worker's): the key sends
- * nothing until a back-off (growing from 25 ms to 1 s) passed; returns
- * it, in microseconds.  jf_fair_key_done: a request of the key was sent,
- * so the back-off starts small again.
+ * written yet, a failed task that blocks, a task redriven): the key sends
+ * nothing until a back-off (growing from 25 ms to 1 s, or at_least_us when
+ * longer: the blocker is pending and due later) passed, and the earliest
+ * such task (blocker, 0: unknown) goes first should it be or come parked;
+ * returns how long the key waits, in microseconds.  jf_fair_key_done: a
+ * request of the key was sent, so the back-off starts small again.
  */
 extern void jf_fair_key_wait(JfFair *f, uint32_t queue, uint64_t id, int64_t until_us);
 extern int64_t jf_fair_key_blocked(JfFair *f, uint32_t queue, int64_t now_us,
-								   uint64_t blocker);
+								   uint64_t blocker, int64_t at_least_us);
 extern void jf_fair_key_done(JfFair *f, uint32_t queue);
 
 /*

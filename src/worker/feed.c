@@ -349,13 +349,14 @@ jf_feed_recheck(JfWorkerState *ws, Datum ids, int64 now_ms)
 	uint64		i;
 	int			ret;
 
-	ret = SPI_execute_with_args("SELECT " LOAD_COLUMNS ","
-								"       CASE WHEN t.flow_key IS NOT NULL THEN"
-								"       (SELECT p.id FROM jobflow.queues o, jobflow.tasks p"
-								"         WHERE o.owner = t.owner AND o.name = t.queue AND o.ordered"
-								"           AND " JF_FLOW_EARLIER_SQL("p", "t", "o")
-								"         ORDER BY p.flow_at, p.id LIMIT 1) END"
-								"  FROM jobflow.tasks t"
+	ret = SPI_execute_with_args("SELECT " LOAD_COLUMNS ", b.id, b.run_at"
+								"  FROM jobflow.tasks t LEFT JOIN LATERAL ("
+								"       SELECT p.id, CASE WHEN p.state = 'pending' THEN p.run_at END"
+								"         FROM jobflow.queues o, jobflow.tasks p"
+								"        WHERE t.flow_key IS NOT NULL"
+								"          AND o.owner = t.owner AND o.name = t.queue AND o.ordered"
+								"          AND " JF_FLOW_EARLIER_SQL("p", "t", "o")
+								"        ORDER BY p.flow_at, p.id LIMIT 1) b(id, run_at) ON true"
 								" WHERE t.id = ANY($1) AND " JF_PENDING_SQL("t"),
 								1, types, values, NULL, true, 0);
 	if (ret != SPI_OK_SELECT)
@@ -388,9 +389,20 @@ jf_feed_recheck(JfWorkerState *ws, Datum ids, int64 now_ms)
 			TaskMapEntry *e = taskmap_insert(ws->map, id, &found);
 
 			Datum		b = SPI_getbinval(tup, SPI_tuptable->tupdesc, 9, &isnull);
+			uint64		blocker = isnull ? 0 : (uint64) DatumGetInt64(b);
+			Datum		b_at = SPI_getbinval(tup, SPI_tuptable->tupdesc, 10, &isnull);
+			int64		wait_ms = 0;
 
-			(void) jf_fair_key_blocked(ws->fair, lane, jf_rate_clock_us(),
-									   isnull ? 0 : (uint64) DatumGetInt64(b));
+			/*
+			 * The blocker pending and due later (a retry, say): no use
+			 * trying before then, but no longer than a reconcile interval
+			 * either, so that its cancel or reschedule frees the key soon.
+			 */
+			if (!isnull)
+				wait_ms = Min(jf_ts_to_due_ms(DatumGetTimestampTz(b_at)) - now_ms,
+							  (int64) jobflow_reconcile_ms);
+			(void) jf_fair_key_blocked(ws->fair, lane, jf_rate_clock_us(), blocker,
+									   Max(wait_ms, 0) * 1000);
 			if (!jf_fair_push_front(ws->fair, lane, (uint64) id, due))
 			{
 				taskmap_delete_item(ws->map, e);
