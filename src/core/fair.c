@@ -877,7 +877,8 @@ jf_fair_key_await(JfFair *f, uint32_t queue, uint64_t id, int64_t until_us)
 }
 
 int64_t
-jf_fair_key_blocked(JfFair *f, uint32_t queue, int64_t now_us, uint64_t blocker)
+jf_fair_key_blocked(JfFair *f, uint32_t queue, int64_t now_us, uint64_t blocker,
+					int64_t at_least_us)
 {
 	Queue	   *q = &f->queues[queue];
 	Key		   *k;
@@ -887,7 +888,7 @@ jf_fair_key_blocked(JfFair *f, uint32_t queue, int64_t now_us, uint64_t blocker)
 	k = &f->keys[q->key];
 	k->backoff = k->backoff == 0 ? KEY_BACKOFF_MIN :
 		(k->backoff * 2 > KEY_BACKOFF_MAX ? KEY_BACKOFF_MAX : k->backoff * 2);
-	k->blocked_until = now_us + k->backoff;
+	k->blocked_until = now_us + (at_least_us > k->backoff ? at_least_us : k->backoff);
 	/*
 	 * The task that blocks it (pending, redriven or retried, it goes before
 	 * the ones behind it once parked; running or failed, it is not waited
@@ -896,10 +897,10 @@ jf_fair_key_blocked(JfFair *f, uint32_t queue, int64_t now_us, uint64_t blocker)
 	if (blocker != 0 && (k->head == 0 || !k->head_required))
 	{
 		k->head = blocker;
-		k->head_until = now_us + 2 * KEY_BACKOFF_MAX;
+		k->head_until = k->blocked_until + 2 * KEY_BACKOFF_MAX;
 		k->head_required = false;
 	}
-	return k->backoff;
+	return k->blocked_until - now_us;
 }
 
 /* A walk over the keys: called once a reconcile interval, while some wait. */

@@ -185,28 +185,32 @@ extern bool jf_fair_lane_ordered(const JfFair *f, uint32_t queue);
 /*
  * Ordered queues.  jf_fair_key_wait: the task id of keyed lane queue goes
  * to a retry; until it is taken again (or until until_us, or until
- * jf_fair_head_gone: cancelled, moved), its key sends nothing else, and it goes first
- * once parked whatever its place in the lane.  jf_fair_key_blocked: the
+ * jf_fair_head_gone: cancelled, moved), its key sends nothing else, and it
+ * goes first once parked whatever its place in the lane.  jf_fair_key_blocked: the
  * claim found an earlier task of the key unfinished (an outcome not
- * written yet, a failed task that blocks, another worker's): the key sends
- * nothing until a back-off (growing from 25 ms to 1 s) passed; returns
- * it, in microseconds.  jf_fair_key_done: a request of the key was sent,
- * so the back-off starts small again.
+ * written yet, a failed task that blocks, a task redriven): the key sends
+ * nothing until a back-off (growing from 25 ms to 1 s, or at_least_us when
+ * longer: the blocker is pending and due later) passed, and the earliest
+ * such task (blocker, 0: unknown) goes first should it be or come parked;
+ * returns how long the key waits, in microseconds.  jf_fair_key_done: a
+ * request of the key was sent, so the back-off starts small again.
  */
 extern void jf_fair_key_wait(JfFair *f, uint32_t queue, uint64_t id, int64_t until_us);
 extern int64_t jf_fair_key_blocked(JfFair *f, uint32_t queue, int64_t now_us,
-								   uint64_t blocker);
+								   uint64_t blocker, int64_t at_least_us);
 extern void jf_fair_key_done(JfFair *f, uint32_t queue);
 
 /*
- * The retries that ordered keys wait for (jf_fair_key_wait), up to max,
- * once an outcome was written since each wait began (so the retry is in
- * the table): the caller checks that each is still its key's head.  Its
+ * The tasks that ordered keys wait for, up to max, each key in turn: a
+ * retry (jf_fair_key_wait) once an outcome was written since its wait
+ * began (so that the retry is in the table), a task of jf_fair_key_await
+ * at once: the caller checks that each is still its key's head.  Its
  * owner may have cancelled it, rescheduled it after the key's next task,
  * or deleted it, and nothing tells the worker: jf_fair_head_gone(id)
  * then lets its key go on at once rather than when the retry was due.
  */
 extern int	jf_fair_waited_heads(JfFair *f, uint64_t *ids, int max);
+extern void jf_fair_head_gone(JfFair *f, uint64_t id);
 
 /*
  * The same wait as jf_fair_key_wait, for a task the claim found first in
@@ -216,7 +220,6 @@ extern int	jf_fair_waited_heads(JfFair *f, uint64_t *ids, int max);
  * the claim again every second, and the task is checked at once.
  */
 extern void jf_fair_key_await(JfFair *f, uint32_t queue, uint64_t id, int64_t until_us);
-extern void jf_fair_head_gone(JfFair *f, uint64_t id);
 
 /*
  * Ordered queues: a task of keyed lane queue finished (succeeded, failed

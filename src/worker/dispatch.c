@@ -1401,14 +1401,17 @@ record_result(JfWorkerState *ws, JfHttpResult *r)
 		row.next_run_at = jf_ms_to_ts(next_ms);
 		/*
 		 * An ordered key waits for its head's retry, sending nothing else
-		 * meanwhile (at most until a while after the retry is due; should
-		 * its owner cancel or move it, the housekeeping finds out and lets
-		 * the key go on: feed.c, check_waited_heads).
+		 * meanwhile: until a second after the retry is due, and no longer
+		 * than a reconcile interval (a retry an hour later may be
+		 * cancelled meanwhile, which the worker does not hear of); then the
+		 * claim's check of the order decides, and the key waits for the
+		 * retry, checked by the housekeeping (feed.c, check_waited_heads).
 		 */
 		if (jf_fair_lane_ordered(ws->fair, e->task.queue))
 			jf_fair_key_wait(ws->fair, e->task.queue, (uint64) e->task.id,
 							 jf_rate_clock_us() +
-							 Max(next_ms - jf_now_ms() + 2 * (int64) jobflow_reconcile_ms, 0) * 1000);
+							 Min(Max(next_ms - jf_now_ms(), 0) + 1000,
+								 (int64) jobflow_reconcile_ms) * 1000);
 		if (next_ms < ws->loaded_until_ms)
 			jf_feed_upsert(ws, e->task.id, next_ms, e->task.queue);
 		pg_atomic_fetch_add_u64(&jf_figures->retried, 1);

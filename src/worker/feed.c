@@ -417,7 +417,9 @@ jf_feed_recheck(JfWorkerState *ws, Datum ids, int64 now_ms)
 								  jf_rate_clock_us() +
 								  (blocker_due - now_ms + 2 * (int64) jobflow_reconcile_ms) * 1000);
 			else
-				(void) jf_fair_key_blocked(ws->fair, lane, jf_rate_clock_us(), blocker);
+				(void) jf_fair_key_blocked(ws->fair, lane, jf_rate_clock_us(), blocker,
+										   state != NULL && strcmp(state, "pending") == 0 ?
+										   Max(blocker_due - now_ms, 0) * 1000 : 0);
 			if (!jf_fair_push_front(ws->fair, lane, (uint64) id, due))
 			{
 				taskmap_delete_item(ws->map, e);

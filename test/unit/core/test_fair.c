@@ -1548,13 +1548,13 @@ test_key_ordered(void)
 	n = jf_fair_pick(f, picks, MAXPICK, 300, NULL, NULL);
 	CHECK(n == 1 && picks[0].id == 14);
 	jf_fair_release(f, k1);
-	CHECK(jf_fair_key_blocked(f, k1, 400, 0) == 25000);
+	CHECK(jf_fair_key_blocked(f, k1, 400, 0, 0) == 25000);
 	CHECK(jf_fair_push_front(f, k1, 14, 30));
 	CHECK(jf_fair_pick(f, picks, MAXPICK, 500, NULL, NULL) == 0);
 	CHECKF(jf_fair_next_deadline(f) == 25400, "deadline %lld",
 		   (long long) jf_fair_next_deadline(f));
 	/* blocked again: the back-off doubles, and blocker 9 goes first when parked */
-	CHECK(jf_fair_key_blocked(f, k1, 30000, 9) == 50000);
+	CHECK(jf_fair_key_blocked(f, k1, 30000, 9, 0) == 50000);
 	jf_fair_push(f, k1, 9, 5000);
 	CHECK(jf_fair_pick(f, picks, MAXPICK, 60000, NULL, NULL) == 0);
 	n = jf_fair_pick(f, picks, MAXPICK, 80000, NULL, NULL);
@@ -1565,7 +1565,12 @@ test_key_ordered(void)
 	CHECKF(n == 1 && picks[0].id == 14, "n %d, id %llu", n, (unsigned long long) picks[0].id);
 	jf_fair_release(f, k1);
 	/* after a request went, the back-off starts small again */
-	CHECK(jf_fair_key_blocked(f, k1, 90000, 0) == 25000);
+	CHECK(jf_fair_key_blocked(f, k1, 90000, 0, 0) == 25000);
+	/* a blocker due later holds the key until then */
+	CHECK(jf_fair_key_blocked(f, k1, 200000, 0, 3000000) == 3000000);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 3100000, NULL, NULL) == 0);
+	CHECKF(jf_fair_next_deadline(f) == 3200000, "deadline %lld",
+		   (long long) jf_fair_next_deadline(f));
 	jf_fair_destroy(f);
 }
 
