@@ -15,7 +15,31 @@
 #         stayed held until that retry would have come when its owner
 #         cancelled the head, or rescheduled it after the key's next
 #         task: the worker is not told, and the key waited for the head's
-#         retry all the same.
+#         retry all the same;
+#       - with jobflow.workers_per_database = 2, explain() of a task with
+#         a flow key looked at the worker its id would go to, not the one
+#         its key goes to: the figures (requests in flight) and the
+#         missing worker it names were another worker's;
+#       - keys blocked by a dead letter (dead_letter 'block', the
+#         default) made the worker try the claim of each key's next task
+#         again every second, for as long as the dead letter stayed: 20,000
+#         such keys of one tenant cost a thousand statements a second and
+#         most of a CPU, for good;
+#       - the claim's check of the order read every task of a key (or,
+#         in a generic plan made while one key held most tasks, every
+#         task of the table) for each task first of its key: "earlier"
+#         was an OR the index could not bound, and NOT EXISTS let the
+#         planner pick a sequential scan; a key's backlog of n tasks cost
+#         n squared rows read.
+#     What the review tried that held (not tested again here): keys are
+#     per owner and queue in the worker and in SQL (another tenant's key
+#     of the same text holds nothing of the first's); '' and keys over
+#     512 bytes are refused, NULL is no key; explain() counts and names
+#     the caller's own tasks only; set_queue() refuses another tenant's
+#     queue, a per-key cap over 1 with ordered, rates out of range and an
+#     unknown dead_letter, and calls by position of its 6- and 7-argument
+#     forms keep their meaning; the claim's check never runs for tasks
+#     without a key; an upgrade from 0.2.0 equals a fresh install.
 #
 # -------------------------------------------------------------------------
 
