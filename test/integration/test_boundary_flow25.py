@@ -50,7 +50,7 @@ import time
 import pytest
 
 from conftest import call, query, wait_final
-from test_workers import two_workers, worker_pids  # noqa: F401 (a fixture)
+from test_workers import two_workers  # noqa: F401 (a fixture)
 
 FAR = "now() + interval '%d minutes'"
 
