@@ -452,6 +452,10 @@ TENANT_CALLS = [
          " run_at => now() + interval '2 hours', headers => %(secret_headers)s)", must="succeed"),
     Call("schedule: the key again, error", F("schedule"),
          "SELECT jobflow.schedule(%(url)s, key => %(key)s, on_duplicate => 'error')"),
+    Call("schedule: a flow key", F("schedule"),
+         "SELECT jobflow.schedule(%(url)s, flow_key => %(key)s || '-flow',"
+         " queue => %(queue)s || '-flow', run_at => now() + interval '1 hour',"
+         " headers => %(secret_headers)s)", must="succeed"),
     Call("_replace_task", F("_replace_task"),
          "SELECT jobflow._replace_task(%(keyed)s, %(url)s, now() + interval '3 hours', NULL, NULL,"
          " %(secret_headers)s::jsonb, 'POST', 1000, 3, 'default', NULL)"),
@@ -480,9 +484,10 @@ TENANT_CALLS = [
          must="succeed"),
     Call("INSERT INTO tasks: every column it may set", R("tasks", "INSERT"),
          "INSERT INTO jobflow.tasks (url, method, headers, body, content_type, run_at,"
-         " max_attempts, timeout_ms, queue, key, notify)"
+         " max_attempts, timeout_ms, queue, key, notify, flow_key)"
          " VALUES (%(url)s, 'PATCH', %(secret_headers)s, 'b', 'text/plain',"
-         " now() + interval '1 hour', 3, 5000, %(queue)s, %(key)s || '-insert', true)",
+         " now() + interval '1 hour', 3, 5000, %(queue)s, %(key)s || '-insert', true,"
+         " %(key)s || '-insert-flow')",
          must="succeed"),
     Call("INSERT INTO tasks: body_bytes", R("tasks", "INSERT"),
          "INSERT INTO jobflow.tasks (url, body_bytes, run_at)"
@@ -614,6 +619,12 @@ TENANT_CALLS = [
     Call("set_queue log_attempts", F("set_queue"),
          "SELECT jobflow.set_queue(%(queue)s, max_concurrent => 3, log_attempts => 'failures')",
          must="succeed"),
+    Call("set_queue flow control per key", F("set_queue"),
+         "SELECT jobflow.set_queue(%(queue)s || '-flow', max_per_second_per_key => 5,"
+         " ordered => true, dead_letter => 'skip')", must="succeed"),
+    Call("set_queue per-key cap against ordered", F("set_queue"),
+         "SELECT jobflow.set_queue(%(queue)s || '-flow', max_concurrent_per_key => 2,"
+         " ordered => true)"),
     Call("pause_queue", F("pause_queue"), "SELECT jobflow.pause_queue(%(queue)s)", must="succeed"),
     Call("pause_queue owner itself", F("pause_queue"),
          "SELECT jobflow.pause_queue(%(queue)s, owner => %(me)s::regrole)"),
