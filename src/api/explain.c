@@ -31,6 +31,7 @@
 #include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
+#include "catalog/namespace.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -167,6 +168,19 @@ get_datum(int row, int col, bool *isnull)
 }
 
 /*
+ * Whether jobflow.tasks has flow keys (0.3.0): explain() of this library
+ * may run over a schema not updated yet.
+ */
+static bool
+has_flow_keys(void)
+{
+	Oid			nsp = get_namespace_oid("jobflow", true);
+	Oid			rel = OidIsValid(nsp) ? get_relname_relid("tasks", nsp) : InvalidOid;
+
+	return OidIsValid(rel) && get_attnum(rel, "flow_key") != InvalidAttrNumber;
+}
+
+/*
  * The task of that id, as the caller sees it (row-level security), or
  * false; in the SPI connection the caller made.
  */
@@ -178,15 +192,18 @@ read_task(int64 id, Task *t)
 	bool		isnull;
 	Datum		d;
 
-	if (SPI_execute_with_args("SELECT t.id, t.state::pg_catalog.text, t.run_at, t.attempts,"
-							  "       t.max_attempts, t.queue, t.owner::pg_catalog.oid,"
-							  "       (SELECT r.rolname::pg_catalog.text FROM pg_catalog.pg_roles r"
-							  "         WHERE r.oid OPERATOR(pg_catalog.=) t.owner::pg_catalog.oid),"
-							  "       t.url, t.updated_at, t.last_status, t.last_error,"
-							  "       t.cron_id IS NOT NULL, t.timeout_ms, t.flow_key, t.flow_at,"
-							  "       CASE WHEN t.flow_key IS NULL THEN t.id"
-							  "            ELSE pg_catalog.hashtext(t.flow_key)::pg_catalog.int8 END"
-							  "  FROM jobflow.tasks t WHERE t.id OPERATOR(pg_catalog.=) $1",
+	if (SPI_execute_with_args(psprintf("SELECT t.id, t.state::pg_catalog.text, t.run_at, t.attempts,"
+									   "       t.max_attempts, t.queue, t.owner::pg_catalog.oid,"
+									   "       (SELECT r.rolname::pg_catalog.text FROM pg_catalog.pg_roles r"
+									   "         WHERE r.oid OPERATOR(pg_catalog.=) t.owner::pg_catalog.oid),"
+									   "       t.url, t.updated_at, t.last_status, t.last_error,"
+									   "       t.cron_id IS NOT NULL, t.timeout_ms, %s"
+									   "  FROM jobflow.tasks t WHERE t.id OPERATOR(pg_catalog.=) $1",
+									   has_flow_keys() ?
+									   "t.flow_key, t.flow_at,"
+									   " CASE WHEN t.flow_key IS NULL THEN t.id"
+									   "      ELSE pg_catalog.hashtext(t.flow_key)::pg_catalog.int8 END" :
+									   "NULL::pg_catalog.text, NULL::pg_catalog.timestamptz, t.id"),
 							  1, types, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the task");
 	if (SPI_processed == 0)
@@ -660,12 +677,15 @@ explain_task(Out *out, const Task *t)
 	/* its queue (the owner's row of jobflow.queues, if configured) */
 	values[0] = ObjectIdGetDatum(t->owner);
 	values[1] = CStringGetTextDatum(t->queue);
-	if (SPI_execute_with_args("SELECT q.paused, q.max_concurrent, q.max_per_second, q.updated_at,"
-							  "       q.max_concurrent_per_key, q.max_per_second_per_key, q.ordered,"
-							  "       q.dead_letter OPERATOR(pg_catalog.=) 'block'"
-							  "  FROM jobflow.queues q"
-							  " WHERE q.owner OPERATOR(pg_catalog.=) $1"
-							  "   AND q.name OPERATOR(pg_catalog.=) $2",
+	if (SPI_execute_with_args(psprintf("SELECT q.paused, q.max_concurrent, q.max_per_second, q.updated_at,"
+									   "       %s"
+									   "  FROM jobflow.queues q"
+									   " WHERE q.owner OPERATOR(pg_catalog.=) $1"
+									   "   AND q.name OPERATOR(pg_catalog.=) $2",
+									   t->flow_key != NULL ?
+									   "q.max_concurrent_per_key, q.max_per_second_per_key, q.ordered,"
+									   " q.dead_letter OPERATOR(pg_catalog.=) 'block'" :
+									   "NULL::pg_catalog.int4, NULL::pg_catalog.float8, false, true"),
 							  2, types, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the queue");
 	if (SPI_processed == 1)
