@@ -8,11 +8,13 @@
 #-------------------------------------------------------------------------
 
 MODULE_big = jobflow
-EXTENSION = jobflow
+EXTENSION = jobflow jobflow_net
 DATA = jobflow--0.1.0.sql jobflow--0.1.0--0.2.0.sql jobflow--0.2.0--0.3.0.sql
 # a fresh install of 0.3.0 runs the released scripts in order, behind a
 # prelude that refuses a schema made by someone else (src/install_prelude.sql)
 DATA_built = jobflow--0.3.0.sql
+# jobflow_net, pg_net's interface backed by jobflow (src/jobflow_net.sql)
+DATA_built += jobflow_net--0.3.0.sql
 PGFILEDESC = "jobflow - delayed and recurring HTTP callbacks"
 
 OBJS = \
@@ -93,6 +95,17 @@ jobflow--0.3.0.sql: $(JF_INSTALL_PARTS) src/install_pg14.sql FORCE
 else
 jobflow--0.3.0.sql: $(JF_INSTALL_PARTS) FORCE
 	cat $(filter %.sql,$^) > $@
+endif
+
+# jobflow_net (pg_net's interface, src/jobflow_net.sql): on 14 its view
+# cannot be security_invoker; its WHERE clause filters as the policies do,
+# and security_barrier keeps leaky functions from seeing other rows
+ifeq ($(shell test $(MAJORVERSION) -lt 15 && echo old),old)
+jobflow_net--0.3.0.sql: src/jobflow_net.sql FORCE
+	sed 's/ WITH (security_invoker = true) AS$$/ WITH (security_barrier = true) AS/' $< > $@
+else
+jobflow_net--0.3.0.sql: src/jobflow_net.sql FORCE
+	cat $< > $@
 endif
 
 FORCE:

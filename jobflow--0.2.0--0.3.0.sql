@@ -451,7 +451,8 @@ CREATE INDEX tasks_running ON jobflow.tasks (owner, queue)
  * setting jobflow.log_attempts.  set_queue() takes it as its last argument,
  * so that calls by position keep their meaning; left out, it goes back to
  * NULL like the other arguments.  The worker reads it with the queue's
- * other settings (worker/queues.c).
+ * other settings (worker/queues.c).  The arguments after it are the flow
+ * control of the section "flow keys and ordered delivery" below.
  */
 ALTER TABLE jobflow.queues ADD COLUMN log_attempts text
 	CHECK (log_attempts IN ('all', 'failures'));
@@ -463,16 +464,22 @@ CREATE FUNCTION jobflow.set_queue(name text,
 	priority integer DEFAULT 0,
 	retention interval DEFAULT NULL,
 	owner regrole DEFAULT NULL,
-	log_attempts text DEFAULT NULL)
+	log_attempts text DEFAULT NULL,
+	max_concurrent_per_key integer DEFAULT NULL,
+	max_per_second_per_key double precision DEFAULT NULL,
+	ordered boolean DEFAULT false,
+	dead_letter text DEFAULT 'block')
 RETURNS void
 AS 'MODULE_PATHNAME', 'jobflow_set_queue'
 LANGUAGE C VOLATILE
 SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION
-	jobflow.set_queue(text, integer, double precision, integer, interval, regrole, text)
+	jobflow.set_queue(text, integer, double precision, integer, interval, regrole, text,
+		integer, double precision, boolean, text)
 	FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
-	jobflow.set_queue(text, integer, double precision, integer, interval, regrole, text)
+	jobflow.set_queue(text, integer, double precision, integer, interval, regrole, text,
+		integer, double precision, boolean, text)
 	TO jobflow_user, jobflow_admin;
 
 /* ---- end of section: quiet logging ---- */
@@ -727,6 +734,161 @@ GRANT EXECUTE ON FUNCTION jobflow.set_queue_client_certificate(text, text, regro
 
 /* ---- end of section: client certificates for mutual TLS ---- */
 
+
+/* ---- section: flow keys and ordered delivery ---- */
+
+/*
+ * Issue 25, items 1 and 2.  A task may carry a flow key (any text, per
+ * owner and named queue: the same text of two owners, or of two queues, is
+ * two keys).  A queue may limit each key: max_concurrent_per_key requests
+ * in flight, max_per_second_per_key (smooth, like the queue's rate), and
+ * ordered delivery: the tasks of one key one at a time, in run_at order
+ * then id, the next one waiting until the previous finished, retries
+ * included.  The order is flow_at, the run_at a task was scheduled (or
+ * rescheduled, or replaced) for, which the row trigger keeps: a retry
+ * moves run_at later but not flow_at, so the task keeps its place.
+ * dead_letter says what a task that failed for good does to its key:
+ * 'block' (the default: its later tasks wait until it is redriven or
+ * cancelled, so that no task ever overtakes an earlier one unseen) or
+ * 'skip' (they go on).  The worker holds keys in its fair share
+ * (core/fair.c) and the claim checks the order again in SQL (dispatch.c),
+ * through the partial index below, which holds the unfinished and failed
+ * tasks of keys only.  With several workers per database, keyed tasks go
+ * to the worker of their key's hash (worker/state.h), so that each key's
+ * limits are held by one worker.
+ */
+ALTER TABLE jobflow.tasks
+	ADD COLUMN flow_key text,
+	ADD COLUMN flow_at timestamptz;
+ALTER TABLE jobflow.tasks ADD CONSTRAINT tasks_flow_key_length
+	CHECK (flow_key IS NULL OR pg_catalog.octet_length(flow_key) BETWEEN 1 AND 512);
+GRANT INSERT (flow_key) ON jobflow.tasks TO jobflow_user, jobflow_admin;
+CREATE INDEX tasks_flow_unfinished ON jobflow.tasks (owner, queue, flow_key, flow_at, id)
+	WHERE flow_key IS NOT NULL AND state IN ('pending', 'running', 'failed');
+
+ALTER TABLE jobflow.queues
+	ADD COLUMN max_concurrent_per_key integer
+		CHECK (max_concurrent_per_key >= 1),
+	ADD COLUMN max_per_second_per_key double precision
+		CHECK (max_per_second_per_key > 0),
+	ADD COLUMN ordered boolean NOT NULL DEFAULT false,
+	ADD COLUMN dead_letter text NOT NULL DEFAULT 'block'
+		CHECK (dead_letter IN ('block', 'skip')),
+	ADD CONSTRAINT queues_ordered_one_per_key
+		CHECK (NOT ordered OR max_concurrent_per_key IS NULL OR max_concurrent_per_key = 1);
+
+DROP FUNCTION jobflow.schedule(text, timestamptz, jsonb, jsonb, text, integer,
+							   integer, text, text, text, text, text, bytea, boolean);
+CREATE FUNCTION jobflow.schedule(
+	url text,
+	run_at timestamptz DEFAULT pg_catalog.now(),
+	body jsonb DEFAULT NULL,
+	headers jsonb DEFAULT '{}',
+	method text DEFAULT 'POST',
+	timeout_ms integer DEFAULT 30000,
+	max_attempts integer DEFAULT 5,
+	queue text DEFAULT 'default',
+	body_text text DEFAULT NULL,
+	content_type text DEFAULT NULL,
+	key text DEFAULT NULL,
+	on_duplicate text DEFAULT 'ignore',
+	body_bytes bytea DEFAULT NULL,
+	notify boolean DEFAULT false,
+	flow_key text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+	task_id bigint;
+	task_state jobflow.task_state;
+	new_body text;
+	new_content_type text;
+BEGIN
+	IF (schedule.body IS NOT NULL)::int + (schedule.body_text IS NOT NULL)::int
+	   + (schedule.body_bytes IS NOT NULL)::int > 1 THEN
+		RAISE EXCEPTION 'only one of body, body_text and body_bytes can be given'
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Use body for a JSON payload, body_text with content_type for any other text, or body_bytes with content_type for binary data.';
+	END IF;
+	IF schedule.on_duplicate IS NULL
+	   OR schedule.on_duplicate NOT IN ('ignore', 'replace', 'error') THEN
+		RAISE EXCEPTION 'on_duplicate must be ''ignore'', ''replace'' or ''error'', not %',
+			COALESCE(pg_catalog.quote_literal(schedule.on_duplicate), 'null')
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	new_body := COALESCE(schedule.body::text, schedule.body_text);
+	new_content_type := CASE
+		WHEN schedule.body IS NOT NULL
+			THEN jobflow._json_content_type(schedule.content_type, schedule.headers)
+		WHEN schedule.body_bytes IS NOT NULL
+			THEN COALESCE(schedule.content_type, 'application/octet-stream')
+		ELSE schedule.content_type END;
+	IF schedule.key IS NULL OR schedule.on_duplicate = 'error' THEN
+		/* a duplicate raises unique_violation from tasks_owner_key */
+		INSERT INTO jobflow.tasks AS t
+			(url, run_at, body, body_bytes, content_type, headers, method,
+			 timeout_ms, max_attempts, queue, key, notify, flow_key)
+		VALUES
+			(schedule.url, schedule.run_at, new_body, schedule.body_bytes, new_content_type,
+			 schedule.headers, schedule.method, schedule.timeout_ms,
+			 schedule.max_attempts, schedule.queue, schedule.key,
+			 COALESCE(schedule.notify, false), schedule.flow_key)
+		RETURNING t.id INTO task_id;
+		RETURN task_id;
+	END IF;
+	/*
+	 * ON CONFLICT DO NOTHING waits for a racing transaction that inserted
+	 * the same key: if it commits, this insert does nothing and the loop
+	 * finds its task; if it rolls back, this insert goes ahead.  A task
+	 * that finishes in between frees the key, and the loop inserts again.
+	 * A replaced task keeps its flow key.
+	 */
+	LOOP
+		INSERT INTO jobflow.tasks AS t
+			(url, run_at, body, body_bytes, content_type, headers, method,
+			 timeout_ms, max_attempts, queue, key, notify, flow_key)
+		VALUES
+			(schedule.url, schedule.run_at, new_body, schedule.body_bytes, new_content_type,
+			 schedule.headers, schedule.method, schedule.timeout_ms,
+			 schedule.max_attempts, schedule.queue, schedule.key,
+			 COALESCE(schedule.notify, false), schedule.flow_key)
+		ON CONFLICT (owner, key) WHERE key IS NOT NULL AND state IN ('pending', 'running')
+		DO NOTHING
+		RETURNING t.id INTO task_id;
+		IF task_id IS NOT NULL THEN
+			RETURN task_id;
+		END IF;
+		SELECT t.id, t.state INTO task_id, task_state
+		  FROM jobflow.tasks t
+		 WHERE t.owner = jobflow._current_role() AND t.key = schedule.key
+		   AND t.state IN ('pending', 'running');
+		IF task_id IS NOT NULL THEN
+			IF schedule.on_duplicate = 'ignore' OR task_state <> 'pending' THEN
+				RETURN task_id;
+			END IF;
+			/* replace: only while it is still pending (the policy says so) */
+			IF jobflow._replace_task(task_id, schedule.url, schedule.run_at, new_body,
+									 new_content_type, schedule.headers, schedule.method,
+									 schedule.timeout_ms, schedule.max_attempts,
+									 schedule.queue, schedule.body_bytes) THEN
+				RETURN task_id;
+			END IF;
+			/* claimed or cancelled in between: look again */
+		END IF;
+	END LOOP;
+END
+$$;
+REVOKE ALL ON FUNCTION jobflow.schedule(text, timestamptz, jsonb, jsonb, text, integer,
+										integer, text, text, text, text, text, bytea, boolean,
+										text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION jobflow.schedule(text, timestamptz, jsonb, jsonb, text, integer,
+										   integer, text, text, text, text, text, bytea, boolean,
+										   text)
+	TO jobflow_user, jobflow_admin;
+
+/* ---- end of section: flow keys and ordered delivery ---- */
 
 /* ---- section: importing pg_cron's HTTP jobs ---- */
 
@@ -1051,8 +1213,9 @@ COMMENT ON FUNCTION jobflow.explain(bigint) IS
 COMMENT ON FUNCTION jobflow.explain_cron(text) IS
 	'why the caller''s cron timer of that name fires when it does: paused, held, its next occurrence, its last one''s outcome';
 
-COMMENT ON FUNCTION jobflow.set_queue(text, integer, double precision, integer, interval, regrole, text) IS
-	'configure a queue: max_concurrent, max_per_second, priority, retention, log_attempts (each left out goes back to its default); a pause is kept';
+COMMENT ON FUNCTION jobflow.set_queue(text, integer, double precision, integer, interval, regrole, text,
+		integer, double precision, boolean, text) IS
+	'configure a queue: max_concurrent, max_per_second, priority, retention, log_attempts, limits per flow key, ordered delivery and its dead_letter policy (each left out goes back to its default); a pause is kept';
 COMMENT ON TABLE jobflow.queues IS 'configured queues of each owner: pause, limits, priority, retention, which attempts are logged; a queue without a row has none (change with set_queue, pause_queue, resume_queue, drop_queue)';
 COMMENT ON COLUMN jobflow.queues.log_attempts IS
 	'all: every attempt goes to jobflow.task_log; failures: a success at a task''s first attempt writes no log row; NULL: jobflow.log_attempts';
@@ -1093,6 +1256,22 @@ COMMENT ON FUNCTION jobflow.drop_client_certificate(text, regrole) IS
 	'remove a client certificate; refused while a queue presents it';
 COMMENT ON FUNCTION jobflow.set_queue_client_certificate(text, text, regrole) IS
 	'the client certificate a queue''s tasks present for mutual TLS (NULL: none)';
+
+COMMENT ON FUNCTION jobflow.schedule(text, timestamptz, jsonb, jsonb, text, integer, integer,
+		text, text, text, text, text, bytea, boolean, text) IS
+	'schedule an HTTP callback at run_at; returns the task id (flow_key: the key of its queue whose limits and order it follows)';
+COMMENT ON COLUMN jobflow.tasks.flow_key IS
+	'the flow key of the task (per owner and queue): the queue''s per-key limits and ordered delivery go by it; NULL: none';
+COMMENT ON COLUMN jobflow.tasks.flow_at IS
+	'a keyed task''s place in its key''s order: the run_at it was scheduled or rescheduled for (a retry does not move it)';
+COMMENT ON COLUMN jobflow.queues.max_concurrent_per_key IS
+	'requests of one flow key in flight at most; NULL: no limit per key';
+COMMENT ON COLUMN jobflow.queues.max_per_second_per_key IS
+	'requests of one flow key per second at most, smooth; NULL: no limit per key';
+COMMENT ON COLUMN jobflow.queues.ordered IS
+	'tasks of one flow key go one at a time in the order of flow_at, then id, the next after the previous finished (retries included)';
+COMMENT ON COLUMN jobflow.queues.dead_letter IS
+	'in an ordered queue, what a task that failed for good does to its key: block (its later tasks wait until it is redriven or cancelled) or skip';
 
 COMMENT ON FUNCTION jobflow.import_pg_cron(boolean) IS
 	'superuser: turn pg_cron jobs that are one net.http_get/post/delete call into jobflow cron timers of their roles, one row per job saying what it became or why it stays; dry_run => false also makes them and deactivates the jobs';

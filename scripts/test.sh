@@ -23,6 +23,7 @@
 EXPLICIT_PG_CONFIG=${PG_CONFIG:-}
 source "$(dirname "$0")/lib.sh"
 source "$REPO/scripts/pgsrc.sh"
+source "$REPO/scripts/pgnet.sh"
 
 RUN_START=$(date +%s)
 passed=0
@@ -149,6 +150,12 @@ test_server() {
 	timed "$label jobflow build" build_and_install || {
 		failed=$((failed + 1))
 		failed_names+=("$label/build")
+		return 0
+	}
+	# pg_net beside jobflow_net (test_pg_net_compat.py), from ../shared/peers
+	timed "$label pg_net build" pgnet_install "$PG_CONFIG" || {
+		failed=$((failed + 1))
+		failed_names+=("$label/pg_net")
 		return 0
 	}
 	# circuits off: many tests fail requests on purpose, and a circuit opened

@@ -31,6 +31,7 @@
 #include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
+#include "catalog/namespace.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -72,6 +73,9 @@ typedef struct Task
 	char	   *last_error;
 	bool		from_cron;
 	int32		timeout_ms;
+	char	   *flow_key;		/* NULL: none */
+	TimestampTz flow_at;
+	int64		route;			/* which worker fires it (worker/state.h) */
 } Task;
 
 static void
@@ -164,6 +168,19 @@ get_datum(int row, int col, bool *isnull)
 }
 
 /*
+ * Whether jobflow.tasks has flow keys (0.3.0): explain() of this library
+ * may run over a schema not updated yet.
+ */
+static bool
+has_flow_keys(void)
+{
+	Oid			nsp = get_namespace_oid("jobflow", true);
+	Oid			rel = OidIsValid(nsp) ? get_relname_relid("tasks", nsp) : InvalidOid;
+
+	return OidIsValid(rel) && get_attnum(rel, "flow_key") != InvalidAttrNumber;
+}
+
+/*
  * The task of that id, as the caller sees it (row-level security), or
  * false; in the SPI connection the caller made.
  */
@@ -175,13 +192,18 @@ read_task(int64 id, Task *t)
 	bool		isnull;
 	Datum		d;
 
-	if (SPI_execute_with_args("SELECT t.id, t.state::pg_catalog.text, t.run_at, t.attempts,"
-							  "       t.max_attempts, t.queue, t.owner::pg_catalog.oid,"
-							  "       (SELECT r.rolname::pg_catalog.text FROM pg_catalog.pg_roles r"
-							  "         WHERE r.oid OPERATOR(pg_catalog.=) t.owner::pg_catalog.oid),"
-							  "       t.url, t.updated_at, t.last_status, t.last_error,"
-							  "       t.cron_id IS NOT NULL, t.timeout_ms"
-							  "  FROM jobflow.tasks t WHERE t.id OPERATOR(pg_catalog.=) $1",
+	if (SPI_execute_with_args(psprintf("SELECT t.id, t.state::pg_catalog.text, t.run_at, t.attempts,"
+									   "       t.max_attempts, t.queue, t.owner::pg_catalog.oid,"
+									   "       (SELECT r.rolname::pg_catalog.text FROM pg_catalog.pg_roles r"
+									   "         WHERE r.oid OPERATOR(pg_catalog.=) t.owner::pg_catalog.oid),"
+									   "       t.url, t.updated_at, t.last_status, t.last_error,"
+									   "       t.cron_id IS NOT NULL, t.timeout_ms, %s"
+									   "  FROM jobflow.tasks t WHERE t.id OPERATOR(pg_catalog.=) $1",
+									   has_flow_keys() ?
+									   "t.flow_key, t.flow_at,"
+									   " CASE WHEN t.flow_key IS NULL THEN t.id"
+									   "      ELSE pg_catalog.hashtext(t.flow_key)::pg_catalog.int8 END" :
+									   "NULL::pg_catalog.text, NULL::pg_catalog.timestamptz, t.id"),
 							  1, types, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the task");
 	if (SPI_processed == 0)
@@ -202,6 +224,10 @@ read_task(int64 id, Task *t)
 	t->last_error = get_text(0, 12);
 	t->from_cron = DatumGetBool(get_datum(0, 13, &isnull));
 	t->timeout_ms = DatumGetInt32(get_datum(0, 14, &isnull));
+	t->flow_key = get_text(0, 15);
+	d = get_datum(0, 16, &isnull);
+	t->flow_at = isnull ? 0 : DatumGetTimestampTz(d);
+	t->route = DatumGetInt64(get_datum(0, 17, &isnull));
 	return true;
 }
 
@@ -251,14 +277,15 @@ static const struct
  * The worker(s) of this database, for a pending task: none at all, or the
  * one that owns this task not running (which of a database's workers owns
  * a task is worker/state.h's rule: a cron occurrence the first, any other
- * id modulo their number), or held, and why.  True if something holds it.
+ * by its id, or the hash of its flow key, modulo their number), or held,
+ * and why.  True if something holds it.
  */
 static bool
 explain_workers(Out *out, const Task *t, JfSlot **slot)
 {
 	JfSlot	   *slots[JF_MAX_WORKERS_PER_DB];
 	int			n = jobflow_workers_per_database;
-	int			part = t->from_cron || n <= 1 ? 0 : (int) (((t->id % n) + n) % n);
+	int			part = t->from_cron || n <= 1 ? 0 : (int) (((t->route % n) + n) % n);
 	JfSlot	   *s;
 	pid_t		pid = 0;
 	uint64		held;
@@ -444,6 +471,96 @@ read_load(const Task *t, const char *origin, TimestampTz now, double rate_window
 	}
 }
 
+/*
+ * What the task's flow key holds, for a due pending task with a key: the
+ * order of an ordered queue (the earliest earlier task of its key not
+ * finished, or failed while dead letters block), the key's cap and rate.
+ * The caller's own tasks only: a key is its owner's.  True when one holds.
+ */
+static bool
+explain_key(Out *out, const Task *t, TimestampTz now, bool ordered, bool block,
+			int32 cap, double rate)
+{
+	Oid			types[6] = {REGROLEOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID};
+	Datum		values[6];
+	bool		isnull;
+	bool		holds = false;
+	double		window = rate > 0 ? Max(1.0, 1.0 / rate) : 1.0;
+
+	values[0] = ObjectIdGetDatum(t->owner);
+	values[1] = CStringGetTextDatum(t->queue);
+	values[2] = CStringGetTextDatum(t->flow_key);
+	values[3] = TimestampTzGetDatum(t->flow_at);
+	values[4] = Int64GetDatum(t->id);
+	values[5] = TimestampTzGetDatum(now - (int64) (window * USECS_PER_SEC));
+	if (ordered)
+	{
+		if (SPI_execute_with_args("SELECT p.id, p.state::pg_catalog.text FROM jobflow.tasks p"
+								  " WHERE p.owner OPERATOR(pg_catalog.=) $1"
+								  "   AND p.queue OPERATOR(pg_catalog.=) $2"
+								  "   AND p.flow_key OPERATOR(pg_catalog.=) $3"
+								  "   AND p.flow_key IS NOT NULL"
+								  "   AND p.state OPERATOR(pg_catalog.=) ANY ('{pending,running,failed}')"
+								  "   AND (p.flow_at, p.id) OPERATOR(pg_catalog.<) ($4, $5)"
+								  "   AND (p.state OPERATOR(pg_catalog.<>) 'failed' OR $6 IS NULL)"
+								  " ORDER BY p.flow_at, p.id LIMIT 1",
+								  6, types, values, block ? "     n" : "      ", true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not read the task's flow key");
+		if (SPI_processed == 1)
+		{
+			int64		before = DatumGetInt64(get_datum(0, 1, &isnull));
+			char	   *state = get_text(0, 2);
+
+			if (strcmp(state, "failed") == 0)
+				add_row(out, "key_order",
+						"waiting for task %lld, the earliest earlier task of its flow key \"%s\": it failed for good, and queue \"%s\" is ordered with dead_letter block; jobflow.retry(%lld) sends it again (then this key goes on)",
+						(long long) before, t->flow_key, t->queue, (long long) before);
+			else
+				add_row(out, "key_order",
+						"waiting for task %lld (%s), the earliest earlier task of its flow key \"%s\": queue \"%s\" is ordered, one task of a key at a time",
+						(long long) before, state, t->flow_key, t->queue);
+			holds = true;
+		}
+	}
+	if (cap > 0 || rate > 0)
+	{
+		int64		running;
+		int64		recent;
+
+		if (SPI_execute_with_args("SELECT pg_catalog.count(*) FILTER (WHERE t.state OPERATOR(pg_catalog.=) 'running'),"
+								  "       pg_catalog.count(*) FILTER (WHERE t.state OPERATOR(pg_catalog.<>) 'running'"
+								  "                                    AND t.updated_at OPERATOR(pg_catalog.>=) $6)"
+								  "  FROM jobflow.tasks t"
+								  " WHERE t.owner OPERATOR(pg_catalog.=) $1"
+								  "   AND t.queue OPERATOR(pg_catalog.=) $2"
+								  "   AND t.flow_key OPERATOR(pg_catalog.=) $3"
+								  "   AND t.flow_key IS NOT NULL"
+								  "   AND t.state OPERATOR(pg_catalog.=) ANY ('{running,succeeded,failed}')"
+								  "   AND t.id OPERATOR(pg_catalog.<>) $5",
+								  6, types, values, NULL, true, 1) != SPI_OK_SELECT ||
+			SPI_processed != 1)
+			elog(ERROR, "could not count the flow key's requests");
+		running = DatumGetInt64(get_datum(0, 1, &isnull));
+		recent = DatumGetInt64(get_datum(0, 2, &isnull)) + running;
+		if (cap > 0 && running >= cap)
+		{
+			add_row(out, "key_cap",
+					"flow key \"%s\" has %lld request(s) in flight, its limit (max_concurrent_per_key of queue \"%s\") is %d",
+					t->flow_key, (long long) running, t->queue, cap);
+			holds = true;
+		}
+		if (rate > 0 && recent >= rate * window)
+		{
+			add_row(out, "key_rate",
+					"flow key \"%s\" sends at most %g request(s) per second (max_per_second_per_key of queue \"%s\"), %lld went in the last %s",
+					t->flow_key, rate, t->queue, (long long) recent,
+					fmt_dur((int64) (window * USECS_PER_SEC)));
+			holds = true;
+		}
+	}
+	return holds;
+}
+
 /* " (more than N looked at)" when the count stopped short */
 static const char *
 capped(const Load *l)
@@ -467,6 +584,10 @@ explain_task(Out *out, const Task *t)
 	int32		q_max_concurrent = 0;
 	double		q_max_per_second = 0;
 	TimestampTz q_updated_at = 0;
+	int32		q_key_cap = 0;
+	double		q_key_rate = 0;
+	bool		q_ordered = false;
+	bool		q_block = true;
 	char		origin_buf[JF_FAIR_ORIGIN_MAX];
 	const char *origin = NULL;
 	bool		held = false;
@@ -556,10 +677,15 @@ explain_task(Out *out, const Task *t)
 	/* its queue (the owner's row of jobflow.queues, if configured) */
 	values[0] = ObjectIdGetDatum(t->owner);
 	values[1] = CStringGetTextDatum(t->queue);
-	if (SPI_execute_with_args("SELECT q.paused, q.max_concurrent, q.max_per_second, q.updated_at"
-							  "  FROM jobflow.queues q"
-							  " WHERE q.owner OPERATOR(pg_catalog.=) $1"
-							  "   AND q.name OPERATOR(pg_catalog.=) $2",
+	if (SPI_execute_with_args(psprintf("SELECT q.paused, q.max_concurrent, q.max_per_second, q.updated_at,"
+									   "       %s"
+									   "  FROM jobflow.queues q"
+									   " WHERE q.owner OPERATOR(pg_catalog.=) $1"
+									   "   AND q.name OPERATOR(pg_catalog.=) $2",
+									   t->flow_key != NULL ?
+									   "q.max_concurrent_per_key, q.max_per_second_per_key, q.ordered,"
+									   " q.dead_letter OPERATOR(pg_catalog.=) 'block'" :
+									   "NULL::pg_catalog.int4, NULL::pg_catalog.float8, false, true"),
 							  2, types, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the queue");
 	if (SPI_processed == 1)
@@ -573,6 +699,12 @@ explain_task(Out *out, const Task *t)
 		d = get_datum(0, 3, &isnull);
 		q_max_per_second = isnull ? 0 : DatumGetFloat8(d);
 		q_updated_at = DatumGetTimestampTz(get_datum(0, 4, &isnull));
+		d = get_datum(0, 5, &isnull);
+		q_key_cap = isnull ? 0 : DatumGetInt32(d);
+		d = get_datum(0, 6, &isnull);
+		q_key_rate = isnull ? 0 : DatumGetFloat8(d);
+		q_ordered = DatumGetBool(get_datum(0, 7, &isnull));
+		q_block = DatumGetBool(get_datum(0, 8, &isnull));
 	}
 	if (q_found && q_paused)
 		add_row(out, "queue_paused",
@@ -619,6 +751,11 @@ explain_task(Out *out, const Task *t)
 					lit(origin), owner_arg(t));
 			holds = true;
 		}
+
+		/* its flow key: its order, its cap, its rate */
+		if (t->flow_key != NULL &&
+			explain_key(out, t, now, q_ordered, q_block, q_key_cap, q_key_rate))
+			holds = true;
 
 		if (q_max_concurrent > 0 && l.running_queue >= q_max_concurrent)
 		{

@@ -98,15 +98,15 @@ static uint64
 write_queue(const char *sql, Oid owner, text *name, int nextra, Oid *extra_types,
 			Datum *extra_values, char *extra_nulls)
 {
-	Oid			types[8] = {REGROLEOID, TEXTOID};
-	Datum		values[8];
-	char		nulls[8] = {' ', ' '};
+	Oid			types[11] = {REGROLEOID, TEXTOID};
+	Datum		values[11];
+	char		nulls[11] = {' ', ' '};
 	JfAsOwner	as_owner;
 	uint64		n;
 	int			ret;
 	int			i;
 
-	Assert(nextra <= 6);
+	Assert(nextra <= 9);
 	values[0] = ObjectIdGetDatum(owner);
 	values[1] = PointerGetDatum(name);
 	for (i = 0; i < nextra; i++)
@@ -169,11 +169,15 @@ jobflow_resume_queue(PG_FUNCTION_ARGS)
 
 /*
  * jobflow.set_queue(name, max_concurrent, max_per_second, priority,
- * retention, owner, log_attempts) RETURNS void: the queue's whole
- * configuration, each argument left out going back to its default (no
- * limit, priority 0, jobflow.retention, jobflow.log_attempts); whether it
- * is paused does not change.  The declaration of 0.2.0, still in place
- * until ALTER EXTENSION UPDATE, has no log_attempts (nor the column).
+ * retention, owner, log_attempts, max_concurrent_per_key,
+ * max_per_second_per_key, ordered, dead_letter) RETURNS void: the queue's
+ * whole configuration, each argument left out going back to its default
+ * (no limit, priority 0, jobflow.retention, jobflow.log_attempts, no limit
+ * per key, unordered, block); whether it is paused does not change.  An
+ * ordered queue sends one task of a key at a time: a larger per-key cap
+ * with it is refused rather than silently lowered.  The declaration of
+ * 0.2.0, still in place until ALTER EXTENSION UPDATE, has no log_attempts
+ * (nor the column) and nothing per key.
  */
 PG_FUNCTION_INFO_V1(jobflow_set_queue);
 Datum
@@ -181,10 +185,12 @@ jobflow_set_queue(PG_FUNCTION_ARGS)
 {
 	text	   *name = queue_name(fcinfo);
 	Oid			owner = queue_owner(fcinfo, 5);
-	Oid			types[5] = {INT4OID, FLOAT8OID, INT4OID, INTERVALOID, TEXTOID};
-	Datum		values[5];
-	char		nulls[5] = {' ', ' ', ' ', ' ', 'n'};
+	Oid			types[9] = {INT4OID, FLOAT8OID, INT4OID, INTERVALOID, TEXTOID,
+	INT4OID, FLOAT8OID, BOOLOID, TEXTOID};
+	Datum		values[9];
+	char		nulls[9] = {' ', ' ', ' ', ' ', 'n', 'n', 'n', ' ', ' '};
 	bool		has_log = PG_NARGS() > 6;
+	bool		has_flow = PG_NARGS() > 10;
 
 	jf_check_owner_role(owner);
 	if (!PG_ARGISNULL(1))
@@ -250,8 +256,68 @@ jobflow_set_queue(PG_FUNCTION_ARGS)
 		values[4] = CStringGetTextDatum(log);
 		nulls[4] = ' ';
 	}
+	/* flow control per key (0.3.0): left out, none, unordered, block */
+	values[7] = BoolGetDatum(has_flow && !PG_ARGISNULL(9) && PG_GETARG_BOOL(9));
+	values[8] = CStringGetTextDatum("block");
+	if (has_flow && !PG_ARGISNULL(7))
+	{
+		int32		cap = PG_GETARG_INT32(7);
+
+		if (cap < 1 || cap > MAX_CONCURRENT_LIMIT)
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("max_concurrent_per_key must be between 1 and %d", MAX_CONCURRENT_LIMIT),
+					 errhint("NULL means no limit per flow key.")));
+		/* ordered delivery is one at a time: a larger cap could not hold */
+		if (cap > 1 && DatumGetBool(values[7]))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("an ordered queue sends one task of a flow key at a time"),
+					 errhint("Leave max_concurrent_per_key out (or 1) with ordered => true.")));
+		values[5] = Int32GetDatum(cap);
+		nulls[5] = ' ';
+	}
+	if (has_flow && !PG_ARGISNULL(8))
+	{
+		float8		rate = PG_GETARG_FLOAT8(8);
+
+		if (isnan(rate) || rate < JF_MIN_RATE || rate > JF_MAX_RATE)
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("max_per_second_per_key must be between %g and %g", JF_MIN_RATE, JF_MAX_RATE),
+					 errhint("NULL means no rate limit per flow key.")));
+		values[6] = Float8GetDatum(rate);
+		nulls[6] = ' ';
+	}
+	if (has_flow && !PG_ARGISNULL(10))
+	{
+		char	   *dead = text_to_cstring(PG_GETARG_TEXT_PP(10));
+
+		if (strcmp(dead, "block") != 0 && strcmp(dead, "skip") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("dead_letter must be \"block\" or \"skip\""),
+					 errhint("block: a flow key waits while its failed task is not redriven or cancelled; skip: it goes on.")));
+		values[8] = CStringGetTextDatum(dead);
+	}
 	jf_quota_check(JF_QUOTA_QUEUES, owner, text_to_cstring(name));
-	if (has_log)
+	if (has_flow)
+		(void) write_queue("INSERT INTO jobflow.queues AS q"
+						   " (owner, name, max_concurrent, max_per_second, priority, retention,"
+						   "  log_attempts, max_concurrent_per_key, max_per_second_per_key,"
+						   "  ordered, dead_letter)"
+						   " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+						   " ON CONFLICT (owner, name) DO UPDATE"
+						   " SET max_concurrent = excluded.max_concurrent,"
+						   "     max_per_second = excluded.max_per_second,"
+						   "     priority = excluded.priority, retention = excluded.retention,"
+						   "     log_attempts = excluded.log_attempts,"
+						   "     max_concurrent_per_key = excluded.max_concurrent_per_key,"
+						   "     max_per_second_per_key = excluded.max_per_second_per_key,"
+						   "     ordered = excluded.ordered, dead_letter = excluded.dead_letter,"
+						   "     updated_at = pg_catalog.now()",
+						   owner, name, 9, types, values, nulls);
+	else if (has_log)
 		(void) write_queue("INSERT INTO jobflow.queues AS q"
 						   " (owner, name, max_concurrent, max_per_second, priority, retention,"
 						   "  log_attempts)"

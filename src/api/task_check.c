@@ -54,6 +54,7 @@
 #define HEADER_NAME_MAX		256
 #define TIMEOUT_MAX_MS		3600000
 #define ATTEMPTS_MAX		1000
+#define FLOW_KEY_MAX		512
 
 static const char *const http_methods[] = {
 	"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", NULL
@@ -133,6 +134,8 @@ lookup_columns(Relation rel, JfTaskColumns *cols)
 		cached.id = column_number(desc, "id");
 		cached.attempts = column_number(desc, "attempts");
 		cached.attempts_base = Max(SPI_fnumber(desc, "attempts_base"), 0);
+		cached.flow_key = Max(SPI_fnumber(desc, "flow_key"), 0);
+		cached.flow_at = Max(SPI_fnumber(desc, "flow_at"), 0);
 		cached_relid = RelationGetRelid(rel);
 		cached_natts = desc->natts;
 	}
@@ -588,6 +591,85 @@ jf_check_request_row(HeapTuple tuple, TupleDesc desc, bool is_insert,
 	check_task(tuple, desc, &cols, is_insert, repl, repl_null, replace);
 }
 
+/*
+ * A task's flow key (FLOW_KEY_MAX bytes at most, like a key) and its place
+ * in the key's order, flow_at: the run_at it was scheduled for, moved by a
+ * tenant's reschedule or replace of the pending task, never by the
+ * worker's retry (running to pending) nor by a redrive (failed to
+ * pending), so that a retried or redriven task keeps its place before the
+ * key's later tasks.  An insert that gives flow_at keeps it (a restore);
+ * one that does not takes run_at.  NULL for a task without a key.
+ */
+static void
+check_flow(HeapTuple oldtup, HeapTuple tuple, TupleDesc desc, JfTaskColumns *cols,
+		   Datum *repl, bool *repl_null, bool *replace)
+{
+	bool		key_null;
+	bool		at_null;
+	bool		isnull;
+	Datum		key;
+	Datum		run_at;
+	bool		set;
+
+	if (cols->flow_key == 0 || cols->flow_at == 0)
+		return;
+	key = get_column(tuple, desc, cols->flow_key, &key_null);
+	(void) get_column(tuple, desc, cols->flow_at, &at_null);
+	if (key_null)
+	{
+		if (!at_null)
+		{
+			repl_null[cols->flow_at - 1] = true;
+			replace[cols->flow_at - 1] = true;
+		}
+		return;
+	}
+	if (oldtup == NULL)
+	{
+		int			len = VARSIZE_ANY_EXHDR(DatumGetPointer(key));
+
+		if (len == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("flow_key must not be empty"),
+					 errhint("NULL means no flow key.")));
+		if (len > FLOW_KEY_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+					 errmsg("flow_key is too long"),
+					 errdetail("It has %d bytes; the limit is %d.", len, FLOW_KEY_MAX)));
+		/*
+		 * Kept when given: only a restore's COPY can give it (no tenant
+		 * may insert the column), and a task that waited for its retry
+		 * must come back before its key's later tasks.
+		 */
+		set = at_null;
+	}
+	else
+	{
+		bool		old_null;
+		Datum		old_key = get_column(oldtup, desc, cols->flow_key, &old_null);
+		Datum		old_run_at = get_column(oldtup, desc, cols->run_at, &isnull);
+		bool		was_pending = strcmp(jf_task_state_name(get_column(oldtup, desc, cols->state, &isnull)),
+										 "pending") == 0;
+		bool		is_pending = strcmp(jf_task_state_name(get_column(tuple, desc, cols->state, &isnull)),
+										"pending") == 0;
+
+		run_at = get_column(tuple, desc, cols->run_at, &isnull);
+		set = at_null || old_null ||
+			!datumIsEqual(old_key, key, false, -1) ||
+			(!jf_am_worker && was_pending && is_pending &&
+			 DatumGetTimestampTz(old_run_at) != DatumGetTimestampTz(run_at));
+	}
+	if (!set)
+		return;
+	run_at = replace[cols->run_at - 1] ? repl[cols->run_at - 1] :
+		get_column(tuple, desc, cols->run_at, &isnull);
+	repl[cols->flow_at - 1] = run_at;
+	repl_null[cols->flow_at - 1] = false;
+	replace[cols->flow_at - 1] = true;
+}
+
 PG_FUNCTION_INFO_V1(jobflow_task_check);
 Datum
 jobflow_task_check(PG_FUNCTION_ARGS)
@@ -636,6 +718,9 @@ jobflow_task_check(PG_FUNCTION_ARGS)
 		if (!jf_am_worker)
 			jf_check_owner_role(DatumGetObjectId(get_column(tuple, desc, cols.owner, &isnull)));
 	}
+
+	check_flow(is_insert ? NULL : trigdata->tg_trigtuple, tuple, desc, &cols,
+			   repl, repl_null, replace);
 
 	result = tuple;
 	for (i = 0; i < desc->natts; i++)

@@ -30,6 +30,8 @@ typedef struct JfTaskColumns
 	int			attempts;		/* tasks only */
 	int			attempts_base;	/* tasks only; 0 under a 0.1.0 schema */
 	int			active;			/* timers only; 0 for tasks */
+	int			flow_key;		/* tasks only; 0 before 0.3.0 */
+	int			flow_at;		/* tasks only; 0 before 0.3.0 */
 } JfTaskColumns;
 
 #endif							/* JOBFLOW_TASK_COLUMNS_H */

@@ -97,6 +97,9 @@ static int	guc_log_flush_ms = 50;
 static int	guc_retry_base_ms = 1000;
 static int	guc_reconcile_ms = 5000;
 
+/* jobflow.net_max_attempts: no C reads it, extension jobflow_net's SQL does */
+static int	guc_net_max_attempts = 1;
+
 /*
  * What every setting involved in a rule was configured to, written by the
  * assign hooks.  An assign hook runs before the GUC machinery stores the
@@ -489,6 +492,17 @@ jf_settings_define(void)
 							 "and a task with a body is never redirected to another origin.",
 							 &jobflow_follow_cross_origin_redirects, false,
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	/*
+	 * Read by extension jobflow_net's net.http_get/post/delete, whose
+	 * signatures (pg_net's) have no place for it: pg_net never retries, so
+	 * neither do they unless a role or session asks.
+	 */
+	DefineCustomIntVariable("jobflow.net_max_attempts",
+							"Attempts of each request made through extension jobflow_net (net.http_get, http_post, http_delete).",
+							"1, the default, sends each request once, as pg_net does.",
+							&guc_net_max_attempts, 1, 1, 1000,
+							PGC_USERSET, 0, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("jobflow.max_queues_per_role",
 							"Most configured queues (rows of jobflow.queues) one role may have; 0 means no limit.",

@@ -66,6 +66,32 @@ typedef struct Group
 	JfRate		rate;			/* cfg.max_per_second */
 } Group;
 
+/*
+ * A flow key of a named queue (see fair.h): its requests in flight, its
+ * rate, and for an ordered queue the retry it waits for and its back-off.
+ */
+typedef struct Key
+{
+	uint32_t	group;
+	char	   *text;			/* NULL: a free slot */
+	uint32_t	hash;
+	int			claimed;
+	uint32_t	lanes;			/* lanes of this key */
+	JfRate		rate;			/* cfg.max_per_second_per_key */
+	uint64_t	head;			/* ordered: the task that goes first, 0: none */
+	int64_t		head_until;		/* ... at most until then */
+	bool		head_required;	/* nothing else goes meanwhile (a retry) */
+	uint64_t	head_since;		/* ... written when the wait began */
+	bool		head_in_table;	/* ... a row to check at once (not a retry) */
+	int64_t		blocked_until;	/* ordered: nothing before then */
+	int64_t		backoff;		/* the last back-off, 0: none */
+	uint64_t	await_write;	/* ordered: nothing until written passes it */
+} Key;
+
+/* back-offs of a key the claim found blocked, in microseconds */
+#define KEY_BACKOFF_MIN 25000
+#define KEY_BACKOFF_MAX 1000000
+
 typedef struct Owner
 {
 	uint32_t	oid;
@@ -83,6 +109,12 @@ typedef struct Queue
 	uint32_t	host;			/* NONE: a free slot */
 	uint32_t	owner;
 	uint32_t	group;
+	uint32_t	key;			/* its flow key, NONE: none */
+	uint32_t	parent;			/* keyed: the lane of (owner, named queue,
+								 * origin) it counts with; NONE: unkeyed */
+	uint32_t	children;		/* keyed lanes that count with it */
+	uint32_t	kids;			/* ... of which have tasks parked or claimed */
+	int			kid_claimed;	/* ... their claimed requests */
 	Parked	   *ids;			/* ring buffer of parked tasks */
 	uint32_t	head;
 	uint32_t	count;
@@ -126,6 +158,17 @@ struct JfFair
 	Group	   *groups;
 	uint32_t	ngroups;
 	uint32_t	groups_cap;
+	Key		   *keys;
+	uint32_t	nkeys;
+	uint32_t	keys_cap;
+	uint32_t	live_keys;
+	Index		key_index;
+	FreeList	free_keys;
+	uint32_t	collect_key;
+	uint64_t	written;		/* jf_fair_written() calls so far */
+	uint32_t	awaiting;		/* keys awaiting it since the last one */
+	bool		waiting_heads;	/* some key may wait for a retry */
+	uint32_t	heads_cursor;	/* where jf_fair_waited_heads goes on */
 	Index		host_index;
 	Index		owner_index;
 	Index		queue_index;
@@ -166,9 +209,27 @@ owner_hash(const JfFair *f, uint32_t i)
 }
 
 static uint32_t
+lane_key(uint32_t group, uint32_t host, uint32_t key)
+{
+	return jf_hash64((((uint64_t) group << 32) | host) ^ ((uint64_t) key * 0x9E3779B97F4A7C15ULL));
+}
+
+static uint32_t
 queue_hash(const JfFair *f, uint32_t i)
 {
-	return jf_hash64(((uint64_t) f->queues[i].group << 32) | f->queues[i].host);
+	return lane_key(f->queues[i].group, f->queues[i].host, f->queues[i].key);
+}
+
+static uint32_t
+key_key(uint32_t group, const char *text)
+{
+	return jf_hash64(((uint64_t) group << 32) | jf_hash_string(text));
+}
+
+static uint32_t
+key_hash(const JfFair *f, uint32_t i)
+{
+	return f->keys[i].hash;
 }
 
 static uint32_t
@@ -343,6 +404,14 @@ jf_fair_destroy(JfFair *f)
 		free(f->groups[i].name);
 		jf_rate_free(&f->groups[i].rate);
 	}
+	for (i = 0; i < f->nkeys; i++)
+	{
+		free(f->keys[i].text);
+		jf_rate_free(&f->keys[i].rate);
+	}
+	free(f->keys);
+	free(f->key_index.slots);
+	free(f->free_keys.ids);
 	free(f->hosts);
 	free(f->owners);
 	free(f->queues);
@@ -625,32 +694,64 @@ jf_fair_reset_queues(JfFair *f)
 	f->prioritized = 0;
 }
 
-uint32_t
-jf_fair_queue(JfFair *f, uint32_t owner, const char *name, const char *url)
+/*
+ * The flow key (group, text), created on first use; NONE when out of
+ * memory.  It lives while lanes use it or it has something to remember.
+ */
+static uint32_t
+find_key(JfFair *f, uint32_t group, const char *text)
 {
-	char		origin[MAX_ORIGIN];
-	uint32_t	host;
-	uint32_t	own;
-	uint32_t	grp;
+	uint32_t	h = key_key(group, text);
+	uint32_t	s;
+	Key		   *k;
+
+	if (f->key_index.size == 0 ||
+		(f->key_index.used + 1) * 2 > f->key_index.size)
+		if (!index_grow(f, &f->key_index, key_hash))
+			return NONE;
+	for (s = h & (f->key_index.size - 1); f->key_index.slots[s] != 0;
+		 s = (s + 1) & (f->key_index.size - 1))
+	{
+		k = &f->keys[f->key_index.slots[s] - 1];
+		if (k->hash == h && k->group == group && strcmp(k->text, text) == 0)
+			return f->key_index.slots[s] - 1;
+	}
+	{
+		char	   *copy;
+		uint32_t	i = slot_take_named(f, text, &copy, &f->free_keys,
+										(void **) &f->keys, &f->keys_cap,
+										&f->nkeys, sizeof(Key));
+
+		if (i == NONE)
+			return NONE;
+		k = &f->keys[i];
+		k->text = copy;
+		k->group = group;
+		k->hash = h;
+		f->key_index.slots[s] = i + 1;
+		f->key_index.used++;
+		f->live_keys++;
+		return i;
+	}
+}
+
+/* The lane (group, host, key), created on first use; NONE: no memory. */
+static uint32_t
+find_lane(JfFair *f, uint32_t own, uint32_t grp, uint32_t host, uint32_t key)
+{
 	uint32_t	s;
 	Queue	   *q;
 
-	/* an unparsable URL fails at sending; it still needs a queue */
-	if (!jf_fair_origin(url, origin, sizeof(origin)))
-		snprintf(origin, sizeof(origin), "?");
-	if ((host = find_host(f, origin)) == NONE || (own = find_owner(f, owner)) == NONE ||
-		(grp = find_group(f, owner, name != NULL ? name : "default")) == NONE)
-		return NONE;
 	if (f->queue_index.size == 0 ||
 		(f->queue_index.used + 1) * 2 > f->queue_index.size)
 		if (!index_grow(f, &f->queue_index, queue_hash))
 			return NONE;
-	for (s = jf_hash64(((uint64_t) grp << 32) | host) & (f->queue_index.size - 1);
+	for (s = lane_key(grp, host, key) & (f->queue_index.size - 1);
 		 f->queue_index.slots[s] != 0;
 		 s = (s + 1) & (f->queue_index.size - 1))
 	{
 		q = &f->queues[f->queue_index.slots[s] - 1];
-		if (q->host == host && q->group == grp)
+		if (q->host == host && q->group == grp && q->key == key)
 			return f->queue_index.slots[s] - 1;
 	}
 	{
@@ -664,9 +765,13 @@ jf_fair_queue(JfFair *f, uint32_t owner, const char *name, const char *url)
 		q->host = host;
 		q->owner = own;
 		q->group = grp;
+		q->key = key;
+		q->parent = NONE;
 		q->prev = q->next = NONE;
 		f->hosts[host].lanes++;
 		f->groups[grp].lanes++;
+		if (key != NONE)
+			f->keys[key].lanes++;
 		f->live_queues++;
 		f->queue_index.slots[s] = i + 1;
 		f->queue_index.used++;
@@ -674,18 +779,257 @@ jf_fair_queue(JfFair *f, uint32_t owner, const char *name, const char *url)
 	}
 }
 
+uint32_t
+jf_fair_queue(JfFair *f, uint32_t owner, const char *name, const char *url)
+{
+	return jf_fair_queue_key(f, owner, name, url, NULL);
+}
+
+/*
+ * A keyed lane is made with (or after) the lane of its (owner, named
+ * queue, origin), which it counts with and keeps alive.
+ */
+uint32_t
+jf_fair_queue_key(JfFair *f, uint32_t owner, const char *name, const char *url,
+				  const char *flow_key)
+{
+	char		origin[MAX_ORIGIN];
+	uint32_t	host;
+	uint32_t	own;
+	uint32_t	grp;
+	uint32_t	base;
+	uint32_t	key;
+	uint32_t	lane;
+
+	/* an unparsable URL fails at sending; it still needs a queue */
+	if (!jf_fair_origin(url, origin, sizeof(origin)))
+		snprintf(origin, sizeof(origin), "?");
+	if ((host = find_host(f, origin)) == NONE || (own = find_owner(f, owner)) == NONE ||
+		(grp = find_group(f, owner, name != NULL ? name : "default")) == NONE)
+		return NONE;
+	base = find_lane(f, own, grp, host, NONE);
+	if (base == NONE || flow_key == NULL)
+		return base;
+	if ((key = find_key(f, grp, flow_key)) == NONE)
+		return NONE;
+	lane = find_lane(f, own, grp, host, key);
+	if (lane != NONE && f->queues[lane].parent == NONE)
+	{
+		f->queues[lane].parent = base;
+		f->queues[base].children++;
+	}
+	return lane;
+}
+
 bool
 jf_fair_is_lane_of(const JfFair *f, uint32_t queue, uint32_t owner,
-				   const char *name, const char *url)
+				   const char *name, const char *url, const char *flow_key)
 {
 	const Queue *q = &f->queues[queue];
 	char		origin[MAX_ORIGIN];
 
 	if (!jf_fair_origin(url, origin, sizeof(origin)))
 		snprintf(origin, sizeof(origin), "?");
+	if ((q->key == NONE) != (flow_key == NULL) ||
+		(flow_key != NULL && strcmp(f->keys[q->key].text, flow_key) != 0))
+		return false;
 	return f->owners[q->owner].oid == owner &&
 		strcmp(f->groups[q->group].name, name != NULL ? name : "default") == 0 &&
 		strcmp(f->hosts[q->host].origin, origin) == 0;
+}
+
+bool
+jf_fair_lane_keyed(const JfFair *f, uint32_t queue)
+{
+	return f->queues[queue].key != NONE;
+}
+
+bool
+jf_fair_lane_ordered(const JfFair *f, uint32_t queue)
+{
+	return f->queues[queue].key != NONE && f->groups[f->queues[queue].group].cfg.ordered;
+}
+
+void
+jf_fair_key_wait(JfFair *f, uint32_t queue, uint64_t id, int64_t until_us)
+{
+	Queue	   *q = &f->queues[queue];
+
+	if (q->key == NONE || !f->groups[q->group].cfg.ordered)
+		return;
+	f->keys[q->key].head = id;
+	f->keys[q->key].head_until = until_us;
+	f->keys[q->key].head_required = true;
+	f->keys[q->key].head_since = f->written;
+	f->keys[q->key].head_in_table = false;
+	f->waiting_heads = true;
+}
+
+void
+jf_fair_key_await(JfFair *f, uint32_t queue, uint64_t id, int64_t until_us)
+{
+	Queue	   *q = &f->queues[queue];
+
+	if (q->key == NONE || !f->groups[q->group].cfg.ordered)
+		return;
+	jf_fair_key_wait(f, queue, id, until_us);
+	f->keys[q->key].head_in_table = true;
+}
+
+int64_t
+jf_fair_key_blocked(JfFair *f, uint32_t queue, int64_t now_us, uint64_t blocker,
+					int64_t at_least_us)
+{
+	Queue	   *q = &f->queues[queue];
+	Key		   *k;
+
+	if (q->key == NONE)
+		return KEY_BACKOFF_MIN;
+	k = &f->keys[q->key];
+	k->backoff = k->backoff == 0 ? KEY_BACKOFF_MIN :
+		(k->backoff * 2 > KEY_BACKOFF_MAX ? KEY_BACKOFF_MAX : k->backoff * 2);
+	k->blocked_until = now_us + (at_least_us > k->backoff ? at_least_us : k->backoff);
+	/*
+	 * The task that blocks it (pending, redriven or retried, it goes before
+	 * the ones behind it once parked; running or failed, it is not waited
+	 * for here: the back-off is).
+	 */
+	if (blocker != 0 && (k->head == 0 || !k->head_required))
+	{
+		k->head = blocker;
+		k->head_until = k->blocked_until + 2 * KEY_BACKOFF_MAX;
+		k->head_required = false;
+	}
+	return k->blocked_until - now_us;
+}
+
+/* A walk over the keys: called once a reconcile interval, while some wait. */
+int
+jf_fair_waited_heads(JfFair *f, uint64_t *ids, int max)
+{
+	uint32_t	i;
+	int			n = 0;
+	bool		some = false;
+
+	if (!f->waiting_heads || f->nkeys == 0)
+		return 0;
+	/* from where the last walk stopped, so that each gets its turn */
+	for (i = 0; i < f->nkeys && n < max; i++)
+	{
+		const Key  *k;
+
+		if (f->heads_cursor >= f->nkeys)
+			f->heads_cursor = 0;
+		k = &f->keys[f->heads_cursor++];
+		if (k->text == NULL || k->head == 0 || !k->head_required)
+			continue;
+		some = true;
+		if (k->head_in_table || f->written > k->head_since)
+			ids[n++] = k->head;
+	}
+	f->waiting_heads = some;
+	return n;
+}
+
+/* The key that waits for task id (if one does) waits no more. */
+void
+jf_fair_head_gone(JfFair *f, uint64_t id)
+{
+	uint32_t	i;
+
+	for (i = 0; i < f->nkeys; i++)
+	{
+		Key		   *k = &f->keys[i];
+
+		if (k->text != NULL && k->head == id && k->head_required)
+		{
+			k->head = 0;
+			k->head_required = false;
+		}
+	}
+}
+
+void
+jf_fair_key_done(JfFair *f, uint32_t queue)
+{
+	Queue	   *q = &f->queues[queue];
+
+	if (q->key != NONE)
+		f->keys[q->key].backoff = 0;
+}
+
+void
+jf_fair_key_await_write(JfFair *f, uint32_t queue)
+{
+	Queue	   *q = &f->queues[queue];
+
+	if (q->key == NONE || !f->groups[q->group].cfg.ordered)
+		return;
+	f->keys[q->key].await_write = f->written + 1;
+	f->awaiting++;
+}
+
+bool
+jf_fair_written(JfFair *f)
+{
+	bool		some = f->awaiting > 0;
+
+	f->written++;
+	f->awaiting = 0;
+	return some;
+}
+
+size_t
+jf_fair_keys(const JfFair *f)
+{
+	return f->live_keys;
+}
+
+/* Whether a lane has nothing parked or claimed, itself or its keyed lanes. */
+static bool
+lane_idle(const Queue *q)
+{
+	return q->count == 0 && q->claimed == 0 && q->kids == 0;
+}
+
+/*
+ * Lane i turned busy (tasks parked or claimed) from idle: it is one more
+ * of its origin's sharers, or, keyed, makes its base lane one.
+ */
+static void
+lane_up(JfFair *f, uint32_t i)
+{
+	Queue	   *q = &f->queues[i];
+
+	if (q->parent != NONE)
+	{
+		Queue	   *p = &f->queues[q->parent];
+		bool		was_idle = lane_idle(p);
+
+		p->kids++;
+		if (was_idle)
+			f->hosts[p->host].owners++;
+	}
+	else
+		f->hosts[q->host].owners++;
+}
+
+/* Lane i turned idle: the reverse of lane_up. */
+static void
+lane_down(JfFair *f, uint32_t i)
+{
+	Queue	   *q = &f->queues[i];
+
+	if (q->parent != NONE)
+	{
+		Queue	   *p = &f->queues[q->parent];
+
+		p->kids--;
+		if (lane_idle(p))
+			f->hosts[p->host].owners--;
+	}
+	else
+		f->hosts[q->host].owners--;
 }
 
 /* Kept for the worker, which logs a lane's attempts as its queue says. */
@@ -787,10 +1131,18 @@ top_note(JfFair *f, uint32_t i)
 	h->top = least;
 }
 
-bool
-jf_fair_push(JfFair *f, uint32_t queue, uint64_t id, int64_t due)
+static int	compare_parked(const void *a, const void *b);
+
+/* Park a task at the back of its lane, or, front, at its head. */
+static bool
+push(JfFair *f, uint32_t queue, uint64_t id, int64_t due, bool front)
 {
 	Queue	   *q = &f->queues[queue];
+	bool		ordered = q->key != NONE && f->groups[q->group].cfg.ordered;
+
+	/* the task an ordered key waits for goes before the ones behind it */
+	if (ordered && f->keys[q->key].head == id)
+		front = true;
 
 	if (q->count == q->cap)
 	{
@@ -808,8 +1160,8 @@ jf_fair_push(JfFair *f, uint32_t queue, uint64_t id, int64_t due)
 		q->cap = cap;
 		q->head = 0;
 	}
-	if (q->count == 0 && q->claimed == 0)
-		f->hosts[q->host].owners++;
+	if (lane_idle(q))
+		lane_up(f, queue);
 	/*
 	 * Only a paused queue is sorted again (when it is next served): there,
 	 * tasks loaded late (overdue ones scheduled while it was paused) must
@@ -817,11 +1169,30 @@ jf_fair_push(JfFair *f, uint32_t queue, uint64_t id, int64_t due)
 	 * wheel hands tasks over, as before: sorting a large backlog on every
 	 * turn would cost every queue's lateness.
 	 */
-	if (q->count > 0 && due < q->ids[(q->head + q->count - 1) % q->cap].due &&
-		f->groups[q->group].cfg.paused)
-		q->unsorted = true;
-	q->ids[(q->head + q->count) % q->cap].id = id;
-	q->ids[(q->head + q->count) % q->cap].due = due;
+	/*
+	 * An ordered key's lane is sorted too, ties by id: its tasks go in due
+	 * order then id, whatever the order they were loaded in.
+	 */
+	if (front)
+	{
+		q->head = (q->head + q->cap - 1) % q->cap;
+		q->ids[q->head].id = id;
+		q->ids[q->head].due = due;
+		if (q->count > 0 && compare_parked(&q->ids[q->head], &q->ids[(q->head + 1) % q->cap]) > 0 &&
+			(f->groups[q->group].cfg.paused || ordered))
+			q->unsorted = true;
+	}
+	else
+	{
+		Parked	   *last = &q->ids[(q->head + q->count - 1) % q->cap];
+
+		if (q->count > 0 &&
+			(due < last->due || (ordered && due == last->due && id < last->id)) &&
+			(f->groups[q->group].cfg.paused || ordered))
+			q->unsorted = true;
+		q->ids[(q->head + q->count) % q->cap].id = id;
+		q->ids[(q->head + q->count) % q->cap].due = due;
+	}
 	q->count++;
 	f->parked++;
 	f->hosts[q->host].parked++;
@@ -829,6 +1200,18 @@ jf_fair_push(JfFair *f, uint32_t queue, uint64_t id, int64_t due)
 	if (!q->active)
 		circle_insert(f, queue);
 	return true;
+}
+
+bool
+jf_fair_push(JfFair *f, uint32_t queue, uint64_t id, int64_t due)
+{
+	return push(f, queue, id, due, false);
+}
+
+bool
+jf_fair_push_front(JfFair *f, uint32_t queue, uint64_t id, int64_t due)
+{
+	return push(f, queue, id, due, true);
 }
 
 /*
@@ -841,12 +1224,11 @@ lane_drained(JfFair *f, uint32_t i)
 {
 	Queue	   *q = &f->queues[i];
 
-	if (q->count > 0)
+	if (q->count > 0 || !q->active)
 		return;
-	if (q->claimed == 0)
-		f->hosts[q->host].owners--;
-	if (q->active)
-		circle_remove(f, i);
+	circle_remove(f, i);
+	if (lane_idle(q))
+		lane_down(f, i);
 }
 
 bool
@@ -900,11 +1282,82 @@ static int
 host_room(JfFair *f, Host *h, Queue *q)
 {
 	int			share = f->cfg.max_per_host / (h->owners > 0 ? h->owners : 1);
+	Queue	   *base = q->parent != NONE ? &f->queues[q->parent] : q;
+	int			claimed = base->claimed + base->kid_claimed;
 	int			room = min_int(f->cfg.max_per_host - h->claimed,
-							   (share > 0 ? share : 1) - q->claimed);
+							   (share > 0 ? share : 1) - claimed);
 
-	if (q->claimed == 0 && room < 1)
+	if (claimed == 0 && room < 1)
 		room = 1;
+	return room;
+}
+
+static void sort_queue(Queue *q);
+
+/*
+ * An ordered key waiting for the retry of its head: the head goes first
+ * once parked, wherever it is in the lane (moved to the front); true when
+ * it is there.
+ */
+static bool
+head_to_front(Queue *q, uint64_t head)
+{
+	uint32_t	k;
+
+	for (k = 0; k < q->count; k++)
+	{
+		uint32_t	at = (q->head + k) % q->cap;
+
+		if (q->ids[at].id == head)
+		{
+			Parked		p = q->ids[at];
+
+			for (; k > 0; k--)
+				q->ids[(q->head + k) % q->cap] = q->ids[(q->head + k - 1) % q->cap];
+			q->ids[q->head] = p;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Places the flow key of lane q leaves it now (room at most): its cap,
+ * for an ordered queue one at a time and not while it waits for a retry
+ * or backs off.  The key's rate comes later, with the other rates.
+ */
+static int
+key_room(JfFair *f, Queue *q, Group *g, int room, int64_t now)
+{
+	Key		   *k = &f->keys[q->key];
+
+	if (g->cfg.ordered)
+	{
+		room = min_int(room, 1 - k->claimed);
+		/* the outcome of the task before is not written yet */
+		if (k->await_write > f->written)
+			return 0;
+		if (room > 0 && k->blocked_until > now)
+		{
+			if (k->blocked_until < f->next_deadline)
+				f->next_deadline = k->blocked_until;
+			return 0;
+		}
+		if (room > 0 && k->head != 0)
+		{
+			if (now >= k->head_until)
+				k->head = 0;
+			else
+			{
+				if (q->unsorted)
+					sort_queue(q);
+				if (!head_to_front(q, k->head) && k->head_required)
+					return 0;
+			}
+		}
+	}
+	else if (g->cfg.max_concurrent_per_key > 0)
+		room = min_int(room, g->cfg.max_concurrent_per_key - k->claimed);
 	return room;
 }
 
@@ -965,7 +1418,9 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 		int			took = 0;
 		bool		group_rated = false;
 		bool		host_rated = false;
+		bool		key_rated = false;
 		bool		gated = false;
+		Key		   *k = q->key != NONE ? &f->keys[q->key] : NULL;
 
 		if (filter && g->cfg.priority != level)
 		{
@@ -981,6 +1436,8 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 		if (g->cfg.max_concurrent > 0)
 			room = min_int(room, g->cfg.max_concurrent - g->claimed);
 		room = min_int(room, min_int(global_room, min_int(QUANTUM, max - n)));
+		if (room > 0 && k != NULL)
+			room = key_room(f, q, g, room, now);
 		/* an open circuit: before the rates, so that it spends no token */
 		if (room > 0 && f->gate != NULL)
 		{
@@ -1012,6 +1469,15 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 			f->bytes += jf_rate_memory(&h->rate) - before;
 			host_rated = true;
 		}
+		if (room > 0 && k != NULL && g->cfg.max_per_second_per_key > 0)
+		{
+			size_t		before = jf_rate_memory(&k->rate);
+
+			room = min_int(room, jf_rate_room(&k->rate, g->cfg.max_per_second_per_key,
+											  now, &f->next_deadline));
+			f->bytes += jf_rate_memory(&k->rate) - before;
+			key_rated = true;
+		}
 		while (took < room && q->count > 0)
 		{
 			uint64_t	id = q->ids[q->head].id;
@@ -1033,6 +1499,18 @@ pick_pass(JfFair *f, JfFairPick *out, int max, int64_t now, bool filter,
 			jf_rate_spend(&g->rate, took, group_rated && q->count > 0);
 		if (f->cfg.max_per_second_per_host > 0)
 			jf_rate_spend(&h->rate, took, host_rated && q->count > 0);
+		if (k != NULL)
+		{
+			if (g->cfg.max_per_second_per_key > 0)
+				jf_rate_spend(&k->rate, took, key_rated && q->count > 0);
+			k->claimed += took;
+			f->queues[q->parent].kid_claimed += took;
+			if (took > 0)
+			{
+				k->head = 0;
+				k->head_required = false;
+			}
+		}
 		h->claimed += took;
 		o->claimed += took;
 		g->claimed += took;
@@ -1113,8 +1591,13 @@ jf_fair_release(JfFair *f, uint32_t queue)
 	f->groups[q->group].claimed--;
 	q->claimed--;
 	f->claimed--;
-	if (q->claimed == 0 && q->count == 0)
-		f->hosts[q->host].owners--;
+	if (q->key != NONE)
+	{
+		f->keys[q->key].claimed--;
+		f->queues[q->parent].kid_claimed--;
+	}
+	if (lane_idle(q))
+		lane_down(f, queue);
 	top_note(f, q->host);
 }
 
@@ -1141,6 +1624,10 @@ free_queue(JfFair *f, uint32_t i)
 	index_remove(f, &f->queue_index, queue_hash, queue_hash(f, i), i);
 	f->hosts[q->host].lanes--;
 	f->groups[q->group].lanes--;
+	if (q->key != NONE)
+		f->keys[q->key].lanes--;
+	if (q->parent != NONE)
+		f->queues[q->parent].children--;
 	free(q->ids);
 	f->bytes -= (size_t) q->cap * sizeof(Parked);
 	memset(q, 0, sizeof(Queue));
@@ -1170,7 +1657,24 @@ static bool
 unconfigured(const JfFairQueueConfig *cfg)
 {
 	return !cfg->paused && cfg->max_concurrent == 0 && cfg->max_per_second == 0 &&
-		cfg->priority == 0 && cfg->log == JF_FAIR_LOG_DEFAULT;
+		cfg->priority == 0 && cfg->log == JF_FAIR_LOG_DEFAULT &&
+		cfg->max_concurrent_per_key == 0 && cfg->max_per_second_per_key == 0 &&
+		!cfg->ordered;
+}
+
+/* Free key i: no lane, nothing in flight, nothing to remember. */
+static void
+free_key(JfFair *f, uint32_t i)
+{
+	Key		   *k = &f->keys[i];
+
+	index_remove(f, &f->key_index, key_hash, k->hash, i);
+	f->bytes -= strlen(k->text) + 1 + jf_rate_memory(&k->rate);
+	free(k->text);
+	jf_rate_free(&k->rate);
+	memset(k, 0, sizeof(Key));
+	f->live_keys--;
+	free_push(f, &f->free_keys, i);
 }
 
 /* Free named queue i: no lane, no limits, its rate idle. */
@@ -1214,12 +1718,31 @@ jf_fair_collect(JfFair *f, int64_t now_us, uint32_t max_look, uint32_t max_free)
 			f->collect_queue = 0;
 		q = &f->queues[f->collect_queue];
 		if (q->host != NONE && q->holds == 0 && q->count == 0 && q->claimed == 0 &&
-			!q->active)
+			q->children == 0 && !q->active)
 		{
 			free_queue(f, f->collect_queue);
 			gone++;
 		}
 		f->collect_queue++;
+	}
+	freed += gone;
+	look = collect_share(f->nkeys, max_look);
+	for (k = 0, gone = 0; k < look && k < f->nkeys && gone < max_free; k++)
+	{
+		Key		   *key;
+
+		if (f->collect_key >= f->nkeys)
+			f->collect_key = 0;
+		key = &f->keys[f->collect_key];
+		if (key->text != NULL && key->lanes == 0 && key->claimed == 0 &&
+			(key->head == 0 || now_us >= key->head_until) &&
+			key->await_write <= f->written &&
+			key->blocked_until <= now_us && jf_rate_idle(&key->rate, now_us))
+		{
+			free_key(f, f->collect_key);
+			gone++;
+		}
+		f->collect_key++;
 	}
 	freed += gone;
 	look = collect_share(f->nhosts, max_look);
@@ -1273,10 +1796,9 @@ jf_fair_drop_parked(JfFair *f)
 	{
 		Queue	   *q = &f->queues[i];
 
-		if (q->count > 0 && q->claimed == 0)
-			f->hosts[q->host].owners--;
 		q->head = q->count = 0;
 		q->holds = 0;
+		q->kids = 0;
 		q->unsorted = false;
 		q->prev = q->next = NONE;
 		q->active = false;
@@ -1287,8 +1809,19 @@ jf_fair_drop_parked(JfFair *f)
 	for (i = 0; i < f->nhosts; i++)
 	{
 		f->hosts[i].parked = 0;
-		top_note(f, i);
+		f->hosts[i].owners = 0;
 	}
+	/* what is still claimed keeps its lanes busy, keyed ones first */
+	for (i = 0; i < f->nqueues; i++)
+		if (f->queues[i].host != NONE && f->queues[i].parent != NONE &&
+			f->queues[i].claimed > 0)
+			f->queues[f->queues[i].parent].kids++;
+	for (i = 0; i < f->nqueues; i++)
+		if (f->queues[i].host != NONE && f->queues[i].parent == NONE &&
+			!lane_idle(&f->queues[i]))
+			f->hosts[f->queues[i].host].owners++;
+	for (i = 0; i < f->nhosts; i++)
+		top_note(f, i);
 }
 
 int

@@ -29,7 +29,20 @@
  * fewer places than due tasks, lanes of higher priority are served first,
  * round-robin within one priority.  Each origin may also be held to
  * max_per_second_per_host by the same kind of rate.  A named queue
- * nobody configured has none of these limits.  Tasks that are parked cost a few
+ * nobody configured has none of these limits.
+ *
+ * A task may carry a flow key (jobflow.tasks.flow_key): its lane is then
+ * (owner, named queue, origin, key), and the key (per owner and named
+ * queue) holds the queue's limits per key: max_concurrent_per_key in
+ * flight, max_per_second_per_key (a rate like the queue's), and, for an
+ * ordered queue, one at a time in due order then id, the key waiting for
+ * the retry of its head (jf_fair_key_wait) and backing off when the claim
+ * found an earlier task of the key unfinished (jf_fair_key_blocked).  A
+ * key at its limit holds only its own lane.  Keyed lanes count with the
+ * lane of their (owner, named queue, origin) for the origin's share, so
+ * that many keys get no more of an origin than one lane would.  Keys
+ * live while they have lanes, tasks in flight, or a rate, a wait or a
+ * back-off to remember, and are collected like lanes.  Tasks that are parked cost a few
  * bytes; nothing is claimed for them until they can go, and whatever is
  * claimed can be sent at once: a claimed attempt is one that may have been
  * sent.
@@ -88,6 +101,9 @@ typedef struct JfFairQueueConfig
 	double		max_per_second; /* 0: no limit */
 	int			priority;		/* higher first */
 	JfFairLog	log;			/* unused by the fair share */
+	int			max_concurrent_per_key; /* 0: no limit per key */
+	double		max_per_second_per_key; /* 0: no limit */
+	bool		ordered;		/* one at a time per key, in due order */
 } JfFairQueueConfig;
 
 /* One task chosen by jf_fair_pick(). */
@@ -148,6 +164,10 @@ extern void jf_fair_parked_of(const JfFair *f, int n, const uint32_t *owners,
  */
 extern uint32_t jf_fair_queue(JfFair *f, uint32_t owner, const char *name,
 							  const char *url);
+
+/* The same for a task with a flow key (NULL: none, as jf_fair_queue). */
+extern uint32_t jf_fair_queue_key(JfFair *f, uint32_t owner, const char *name,
+								  const char *url, const char *flow_key);
 extern void jf_fair_hold(JfFair *f, uint32_t queue);
 
 /*
@@ -156,7 +176,63 @@ extern void jf_fair_hold(JfFair *f, uint32_t queue);
  * caller parked it.
  */
 extern bool jf_fair_is_lane_of(const JfFair *f, uint32_t queue, uint32_t owner,
-							   const char *name, const char *url);
+							   const char *name, const char *url, const char *flow_key);
+
+/* Whether lane queue has a flow key, and whether its named queue is ordered. */
+extern bool jf_fair_lane_keyed(const JfFair *f, uint32_t queue);
+extern bool jf_fair_lane_ordered(const JfFair *f, uint32_t queue);
+
+/*
+ * Ordered queues.  jf_fair_key_wait: the task id of keyed lane queue goes
+ * to a retry; until it is taken again (or until until_us, or until
+ * jf_fair_head_gone: cancelled, moved), its key sends nothing else, and it
+ * goes first once parked whatever its place in the lane.  jf_fair_key_blocked: the
+ * claim found an earlier task of the key unfinished (an outcome not
+ * written yet, a failed task that blocks, a task redriven): the key sends
+ * nothing until a back-off (growing from 25 ms to 1 s, or at_least_us when
+ * longer: the blocker is pending and due later) passed, and the earliest
+ * such task (blocker, 0: unknown) goes first should it be or come parked;
+ * returns how long the key waits, in microseconds.  jf_fair_key_done: a
+ * request of the key was sent, so the back-off starts small again.
+ */
+extern void jf_fair_key_wait(JfFair *f, uint32_t queue, uint64_t id, int64_t until_us);
+extern int64_t jf_fair_key_blocked(JfFair *f, uint32_t queue, int64_t now_us,
+								   uint64_t blocker, int64_t at_least_us);
+extern void jf_fair_key_done(JfFair *f, uint32_t queue);
+
+/*
+ * The tasks that ordered keys wait for, up to max, each key in turn: a
+ * retry (jf_fair_key_wait) once an outcome was written since its wait
+ * began (so that the retry is in the table), a task of jf_fair_key_await
+ * at once: the caller checks that each is still its key's head.  Its
+ * owner may have cancelled it, rescheduled it after the key's next task,
+ * or deleted it, and nothing tells the worker: jf_fair_head_gone(id)
+ * then lets its key go on at once rather than when the retry was due.
+ */
+extern int	jf_fair_waited_heads(JfFair *f, uint64_t *ids, int max);
+extern void jf_fair_head_gone(JfFair *f, uint64_t id);
+
+/*
+ * The same wait as jf_fair_key_wait, for a task the claim found first in
+ * its key's order and not about to go: a dead letter that blocks (until
+ * redriven: the redrive loads it), a retry not due (after a restart the
+ * wait was forgotten).  The key sends nothing meanwhile rather than try
+ * the claim again every second, and the task is checked at once.
+ */
+extern void jf_fair_key_await(JfFair *f, uint32_t queue, uint64_t id, int64_t until_us);
+
+/*
+ * Ordered queues: a task of keyed lane queue finished (succeeded, failed
+ * for good); its outcome is not written yet, and until it is the claim
+ * would find it still running: the key sends nothing until
+ * jf_fair_written() says the outcomes buffered so far are written, which
+ * returns whether some key waited for that.
+ */
+extern void jf_fair_key_await_write(JfFair *f, uint32_t queue);
+extern bool jf_fair_written(JfFair *f);
+
+/* Keys live now (memory follows the keys with tasks, not all ever seen). */
+extern size_t jf_fair_keys(const JfFair *f);
 extern void jf_fair_unhold(JfFair *f, uint32_t queue);
 
 /* What the named queue of lane queue logs (JF_FAIR_LOG_DEFAULT if unset). */
@@ -223,6 +299,13 @@ extern bool jf_fair_origin(const char *url, char *buf, size_t len);
  * served in due order once resumed.  False when out of memory.
  */
 extern bool jf_fair_push(JfFair *f, uint32_t queue, uint64_t id, int64_t due);
+
+/*
+ * The same at the head of its lane: a picked task the claim did not take
+ * because an earlier task of its ordered key was unfinished keeps its
+ * place before the key's later tasks.
+ */
+extern bool jf_fair_push_front(JfFair *f, uint32_t queue, uint64_t id, int64_t due);
 
 /*
  * Choose up to max parked tasks to claim now, at time now_us (any clock in

@@ -22,6 +22,7 @@
 #include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
+#include "commands/extension.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "storage/latch.h"
@@ -289,6 +290,28 @@ warn_if_unserved(void)
 				 errhint("Raise jobflow.max_databases (and max_worker_processes) and restart the server.")));
 }
 
+/*
+ * Whether a CREATE EXTENSION may have made jobflow: it names jobflow, or
+ * it names an extension that requires it (jobflow_net) with CASCADE, and
+ * jobflow is there now.
+ */
+static bool
+creates_jobflow(CreateExtensionStmt *stmt)
+{
+	ListCell   *lc;
+
+	if (strcmp(stmt->extname, "jobflow") == 0)
+		return true;
+	foreach(lc, stmt->options)
+	{
+		DefElem    *opt = (DefElem *) lfirst(lc);
+
+		if (strcmp(opt->defname, "cascade") == 0 && defGetBoolean(opt))
+			return OidIsValid(get_extension_oid("jobflow", true));
+	}
+	return false;
+}
+
 static bool
 names_jobflow(List *objects)
 {
@@ -307,7 +330,7 @@ jf_launcher_utility_after(Node *parsetree)
 	switch (nodeTag(parsetree))
 	{
 		case T_CreateExtensionStmt:
-			if (strcmp(((CreateExtensionStmt *) parsetree)->extname, "jobflow") == 0 && jf_ls != NULL)
+			if (jf_ls != NULL && creates_jobflow((CreateExtensionStmt *) parsetree))
 			{
 				remember(local.serve, &local.nserve, MyDatabaseId);
 				warn_if_unserved();

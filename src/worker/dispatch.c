@@ -802,6 +802,16 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 		 * SELECT ... FOR UPDATE) must not stall every other task; it stays
 		 * pending and is tried again a little later.
 		 *
+		 * A task with a flow key in an ordered queue is left while an
+		 * earlier task of its key is unfinished (JF_FLOW_FIRST_EARLIER_SQL), the
+		 * safety net under the fair share's ordered keys: after a restart,
+		 * for tasks loaded late, or redriven.  The test is a subplan behind
+		 * "d.flow_key IS NULL OR": a task without a key never runs it (a
+		 * batch of 64 such tasks reads 4 buffers, as without it), a keyed
+		 * one reads its queue's row and the partial index of keyed tasks,
+		 * within its key and before it (a few entries, whatever the key's
+		 * backlog).
+		 *
 		 * What a request needs besides its row is looked up once per
 		 * statement where it can be: the signing secrets once per owner of
 		 * the batch (CTE k, not a subquery run again for each of its rows),
@@ -831,6 +841,8 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"          SELECT 1 FROM jobflow.cron_timers o, jobflow.tasks p"
 			"           WHERE o.id = d.cron_id AND o.overlap <> 'allow'"
 			"             AND p.cron_id = d.cron_id AND " OVERLAP_EARLIER_SQL("p", "d") "))"
+			"     AND (d.flow_key IS NULL OR "
+			JF_FLOW_FIRST_EARLIER_SQL("p", "d", "o") " IS NULL)"
 			"   FOR UPDATE SKIP LOCKED),"
 			" k AS MATERIALIZED ("
 			"  SELECT s.owner, pg_catalog.array_agg(s.secret ORDER BY s.created_at DESC) AS secrets"
@@ -872,7 +884,8 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			"             WHERE q.owner = t.owner AND q.name = t.queue"
 			"               AND x.owner = t.owner AND x.name = q.client_certificate"
 			"               AND jobflow._origin(t.url) OPERATOR(pg_catalog.=) ANY (x.origins))"
-			"           END",
+			"           END,"
+			"           t.flow_key",
 			2, types, CURSOR_OPT_GENERIC_PLAN);
 
 		if (plan == NULL)
@@ -909,6 +922,7 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 		Oid			owner;
 		char	   *url;
 		char	   *queue;
+		char	   *flow_key;
 
 		key.id = (uint64) DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
 		pick = bsearch(&key, picks, n, sizeof(JfFairPick), compare_pick);
@@ -918,7 +932,12 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 		owner = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
 		url = TextDatumGetCString(SPI_getbinval(tup, desc, 6, &isnull));
 		queue = TextDatumGetCString(SPI_getbinval(tup, desc, 16, &isnull));
-		if (!jf_fair_is_lane_of(ws->fair, pick->queue, owner, queue, url))
+		{
+			Datum		k = SPI_getbinval(tup, desc, 18, &isnull);
+
+			flow_key = isnull ? NULL : TextDatumGetCString(k);
+		}
+		if (!jf_fair_is_lane_of(ws->fair, pick->queue, owner, queue, url, flow_key))
 		{
 			/*
 			 * Moved to another named queue or host since it was parked,
@@ -927,7 +946,7 @@ claim_and_submit(JfWorkerState *ws, JfFairPick *picks, int n, int64 now_ms)
 			 * pause, say).  Its claim is undone below, and it goes to its
 			 * new lane at once.
 			 */
-			uint32		lane = jf_fair_queue(ws->fair, owner, queue, url);
+			uint32		lane = jf_fair_queue_key(ws->fair, owner, queue, url, flow_key);
 
 			if (lane == UINT32_MAX)
 				ereport(ERROR,
@@ -1041,6 +1060,17 @@ jf_dispatch_due(JfWorkerState *ws, int64 now_ms)
  * then come back at once rather than sleep.  Only a freed place counts, so
  * tasks parked for a full origin never make the loop spin.
  */
+/*
+ * The log writer wrote the outcomes it held: ordered keys that waited for
+ * their last task's outcome may send their next one at once.
+ */
+void
+jf_dispatch_outcomes_written(JfWorkerState *ws)
+{
+	if (ws->fair != NULL && jf_fair_written(ws->fair))
+		ws->dispatch->places_freed = true;
+}
+
 bool
 jf_dispatch_room_freed(JfWorkerState *ws)
 {
@@ -1088,7 +1118,8 @@ jf_dispatch_rescue_strays(JfWorkerState *ws)
 	MemoryContext caller = CurrentMemoryContext;
 
 	jf_xact_begin("jobflow: look for running tasks without a request");
-	if (SPI_execute("SELECT id, cron_id IS NOT NULL FROM jobflow.tasks WHERE state = 'running'",
+	if (SPI_execute("SELECT t.id, t.cron_id IS NOT NULL, " JF_ROUTE_SQL
+					"  FROM jobflow.tasks t WHERE t.state = 'running'",
 					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read running tasks");
 	jf_xact_count_statements(1);
@@ -1100,8 +1131,10 @@ jf_dispatch_rescue_strays(JfWorkerState *ws)
 		int64		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
 													 SPI_tuptable->tupdesc, 1, &isnull));
 
-		if (jf_worker_owns(id, DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i],
-														  SPI_tuptable->tupdesc, 2, &isnull))) &&
+		if (jf_worker_owns(DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+													   SPI_tuptable->tupdesc, 3, &isnull)),
+						   DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i],
+													  SPI_tuptable->tupdesc, 2, &isnull))) &&
 			bsearch(&id, held, nheld, sizeof(int64), jf_compare_int64) == NULL &&
 			!jf_log_writer_holds(ws->log, id))
 			strays[nstrays++] = id;
@@ -1312,6 +1345,8 @@ record_result(JfWorkerState *ws, JfHttpResult *r)
 	 */
 	if (e->task.generation == jf_guard_generation())
 		circuit_result(ws, e, r);
+	/* its flow key sent a request: no back-off any more */
+	jf_fair_key_done(ws->fair, e->task.queue);
 	release_place(ws, e->task.queue);
 	dlist_delete(&e->node);
 	/* claimed from a dropped extension: its outcome belongs to no task */
@@ -1364,6 +1399,19 @@ record_result(JfWorkerState *ws, JfHttpResult *r)
 		row.outcome = OUTCOME_RETRY;
 		row.state = "pending";
 		row.next_run_at = jf_ms_to_ts(next_ms);
+		/*
+		 * An ordered key waits for its head's retry, sending nothing else
+		 * meanwhile: until a second after the retry is due, and no longer
+		 * than a reconcile interval (a retry an hour later may be
+		 * cancelled meanwhile, which the worker does not hear of); then the
+		 * claim's check of the order decides, and the key waits for the
+		 * retry, checked by the housekeeping (feed.c, check_waited_heads).
+		 */
+		if (jf_fair_lane_ordered(ws->fair, e->task.queue))
+			jf_fair_key_wait(ws->fair, e->task.queue, (uint64) e->task.id,
+							 jf_rate_clock_us() +
+							 Min(Max(next_ms - jf_now_ms(), 0) + 1000,
+								 (int64) jobflow_reconcile_ms) * 1000);
 		if (next_ms < ws->loaded_until_ms)
 			jf_feed_upsert(ws, e->task.id, next_ms, e->task.queue);
 		pg_atomic_fetch_add_u64(&jf_figures->retried, 1);
@@ -1374,6 +1422,9 @@ record_result(JfWorkerState *ws, JfHttpResult *r)
 		row.state = "failed";
 		pg_atomic_fetch_add_u64(&jf_figures->failed, 1);
 	}
+	/* an ordered key's next task goes once this outcome is written */
+	if (row.outcome != OUTCOME_RETRY)
+		jf_fair_key_await_write(ws->fair, e->task.queue);
 	jf_log_writer_add(ws->log, &row);
 	free_entry(e);
 }

@@ -16,6 +16,7 @@ extern void jf_dispatch_init(JfWorkerState *ws);
 extern void jf_dispatch_reconfigure(JfWorkerState *ws);
 extern bool jf_dispatch_due(JfWorkerState *ws, int64 now_ms);
 extern bool jf_dispatch_room_freed(JfWorkerState *ws);
+extern void jf_dispatch_outcomes_written(JfWorkerState *ws);
 extern void jf_dispatch_collect(JfWorkerState *ws);
 extern void jf_dispatch_notify_circuits(JfWorkerState *ws);
 extern void jf_dispatch_reset_circuits(JfWorkerState *ws, Oid owner, const char *origin);

@@ -90,8 +90,13 @@ typedef struct TaskMapEntry
 #define LOCKED_RETRY_MS 500
 /* every so many rescans, overdue tasks of any age are rescanned too */
 #define FULL_RESCAN_EVERY 12
+/* retries of ordered keys checked at most per housekeeping */
+#define WAITED_HEADS_MAX 1000
+/* a key blocked by a dead letter tries the claim again after this long */
+#define DEAD_LETTER_WAIT_US ((int64) 600 * 1000 * 1000)
 /* what a load query returns */
-#define LOAD_COLUMNS "t.id, t.run_at, t.owner, t.url, t.queue, t.cron_id IS NOT NULL"
+#define LOAD_COLUMNS "t.id, t.run_at, t.owner, t.url, t.queue, t.cron_id IS NOT NULL," \
+	" t.flow_key, " JF_ROUTE_SQL
 
 static void load_rows(JfWorkerState *ws, const char *sql, int nargs, Oid *types,
 					  Datum *values);
@@ -278,8 +283,8 @@ jf_feed_take(uint64 id, uint32 queue, void *arg)
 }
 
 /*
- * The (owner, named queue, origin) lane of a loaded row (columns as
- * LOAD_COLUMNS).
+ * The (owner, named queue, origin, flow key) lane of a loaded row (columns
+ * as LOAD_COLUMNS).
  */
 static uint32
 row_queue(JfWorkerState *ws, HeapTuple tup, TupleDesc desc)
@@ -288,10 +293,14 @@ row_queue(JfWorkerState *ws, HeapTuple tup, TupleDesc desc)
 	Oid			owner = DatumGetObjectId(SPI_getbinval(tup, desc, 3, &isnull));
 	char	   *url = TextDatumGetCString(SPI_getbinval(tup, desc, 4, &isnull));
 	char	   *name = TextDatumGetCString(SPI_getbinval(tup, desc, 5, &isnull));
-	uint32		queue = jf_fair_queue(ws->fair, owner, name, url);
+	Datum		key = SPI_getbinval(tup, desc, 7, &isnull);
+	char	   *flow_key = isnull ? NULL : TextDatumGetCString(key);
+	uint32		queue = jf_fair_queue_key(ws->fair, owner, name, url, flow_key);
 
 	pfree(url);
 	pfree(name);
+	if (flow_key != NULL)
+		pfree(flow_key);
 	if (queue == UINT32_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
@@ -318,7 +327,8 @@ load_tuple(JfWorkerState *ws, HeapTuple tup, TupleDesc desc, int64 now_ms)
 	uint32		lane;
 
 	/* another worker's (jobflow.workers_per_database) */
-	if (!jf_worker_owns(id, DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull))))
+	if (!jf_worker_owns(DatumGetInt64(SPI_getbinval(tup, desc, 8, &isnull)),
+						DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull))))
 		return;
 	e = taskmap_lookup(ws->map, id);
 	lane = row_queue(ws, tup, desc);
@@ -343,7 +353,15 @@ jf_feed_recheck(JfWorkerState *ws, Datum ids, int64 now_ms)
 	uint64		i;
 	int			ret;
 
-	ret = SPI_execute_with_args("SELECT " LOAD_COLUMNS " FROM jobflow.tasks t"
+	ret = SPI_execute_with_args("SELECT " LOAD_COLUMNS ", b.id, b.state::pg_catalog.text, b.run_at"
+								"  FROM jobflow.tasks t"
+								"  LEFT JOIN LATERAL ("
+								"       SELECT p.id, p.state, p.run_at"
+								"         FROM jobflow.queues o, jobflow.tasks p"
+								"        WHERE t.flow_key IS NOT NULL"
+								"          AND o.owner = t.owner AND o.name = t.queue AND o.ordered"
+								"          AND " JF_FLOW_EARLIER_SQL("p", "t", "o")
+								"        ORDER BY p.flow_at, p.id LIMIT 1) b ON true"
 								" WHERE t.id = ANY($1) AND " JF_PENDING_SQL("t"),
 								1, types, values, NULL, true, 0);
 	if (ret != SPI_OK_SELECT)
@@ -356,10 +374,66 @@ jf_feed_recheck(JfWorkerState *ws, Datum ids, int64 now_ms)
 		int64		id = DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
 		int64		due = jf_ts_to_due_ms(DatumGetTimestampTz(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull)));
 
+		uint32		lane;
+		int64		later = LOCKED_RETRY_MS;
+		bool		found;
+
 		if (taskmap_lookup(ws->map, id) != NULL)
 			continue;
-		jf_feed_upsert(ws, id, Max(due, now_ms + LOCKED_RETRY_MS),
-					row_queue(ws, tup, SPI_tuptable->tupdesc));
+		lane = row_queue(ws, tup, SPI_tuptable->tupdesc);
+		/*
+		 * A task of an ordered queue's key behind an earlier one still
+		 * unfinished (maybe only until its outcome is written, within a
+		 * flush interval) or failed: it goes back to the head of its lane,
+		 * before the key's later tasks, and the key backs off, from a few
+		 * milliseconds on, so that it goes soon after the earlier one is
+		 * done, and a key blocked for long costs little.
+		 */
+		if (jf_fair_lane_ordered(ws->fair, lane))
+		{
+			TaskMapEntry *e = taskmap_insert(ws->map, id, &found);
+
+			Datum		b = SPI_getbinval(tup, SPI_tuptable->tupdesc, 9, &isnull);
+			uint64		blocker = isnull ? 0 : (uint64) DatumGetInt64(b);
+			char	   *state = blocker == 0 ? NULL :
+				TextDatumGetCString(SPI_getbinval(tup, SPI_tuptable->tupdesc, 10, &isnull));
+			int64		blocker_due = blocker == 0 ? 0 :
+				jf_ts_to_due_ms(DatumGetTimestampTz(SPI_getbinval(tup, SPI_tuptable->tupdesc,
+																  11, &isnull)));
+
+			/*
+			 * A dead letter that blocks, or a retry not due for a while:
+			 * the key waits for it (its redrive, or its retry, is loaded
+			 * and goes first), and the housekeeping checks it is still in
+			 * the way (check_waited_heads), rather than the claim being
+			 * tried again every second for as long as it stays.
+			 */
+			if (state != NULL && strcmp(state, "failed") == 0)
+				jf_fair_key_await(ws->fair, lane, blocker,
+								  jf_rate_clock_us() + DEAD_LETTER_WAIT_US);
+			else if (state != NULL && strcmp(state, "pending") == 0 &&
+					 blocker_due > now_ms + 2 * (int64) jobflow_reconcile_ms)
+				jf_fair_key_await(ws->fair, lane, blocker,
+								  jf_rate_clock_us() +
+								  (blocker_due - now_ms + 2 * (int64) jobflow_reconcile_ms) * 1000);
+			else
+				(void) jf_fair_key_blocked(ws->fair, lane, jf_rate_clock_us(), blocker,
+										   state != NULL && strcmp(state, "pending") == 0 ?
+										   Max(blocker_due - now_ms, 0) * 1000 : 0);
+			if (!jf_fair_push_front(ws->fair, lane, (uint64) id, due))
+			{
+				taskmap_delete_item(ws->map, e);
+				ereport(ERROR,
+						(errcode(ERRCODE_OUT_OF_MEMORY),
+						 errmsg("out of memory parking due jobflow tasks")));
+			}
+			jf_fair_hold(ws->fair, lane);
+			e->handle = 0;
+			e->queue = lane;
+			e->parked = true;
+			continue;
+		}
+		jf_feed_upsert(ws, id, Max(due, now_ms + later), lane);
 	}
 }
 
@@ -792,6 +866,74 @@ jf_feed_take_wakeups(JfWorkerState *ws)
 }
 
 /*
+ * The tasks ordered keys wait for (core/fair.h): a retry, however far off
+ * it is due, or a dead letter that blocks, until redriven.  Its owner may
+ * cancel it, reschedule it after the key's next task, or delete it (or
+ * retention prunes the dead letter, or the queue's dead_letter becomes
+ * skip), and no wake-up says so: those no longer pending (or failed and
+ * blocking), or no longer the earliest unfinished task of their ordered
+ * key, free their key now.  One statement an interval, only while some
+ * key waits, 1,000 tasks at most (the next ones at the next interval).
+ * Inside a transaction.
+ */
+static void
+check_waited_heads(JfWorkerState *ws)
+{
+	uint64_t   *heads = palloc(sizeof(uint64_t) * WAITED_HEADS_MAX);
+	int			n = jf_fair_waited_heads(ws->fair, heads, WAITED_HEADS_MAX);
+	Datum	   *ids;
+	Oid			types[1] = {INT8ARRAYOID};
+	Datum		values[1];
+	int64	   *kept;
+	uint64		nkept;
+	uint64		i;
+	int			j;
+
+	if (n == 0)
+	{
+		pfree(heads);
+		return;
+	}
+	ids = palloc(sizeof(Datum) * n);
+	for (j = 0; j < n; j++)
+		ids[j] = Int64GetDatum((int64) heads[j]);
+	values[0] = PointerGetDatum(construct_array(ids, n, INT8OID, 8, FLOAT8PASSBYVAL,
+												TYPALIGN_DOUBLE));
+	if (SPI_execute_with_args("SELECT h.id FROM jobflow.tasks h"
+							  " WHERE h.id = ANY ($1) AND h.flow_key IS NOT NULL"
+							  "   AND EXISTS (SELECT 1 FROM jobflow.queues o"
+							  "                WHERE o.owner = h.owner AND o.name = h.queue"
+							  "                  AND o.ordered"
+							  "                  AND (" JF_PENDING_SQL("h")
+							  "                       OR (h.state::pg_catalog.text = 'failed'"
+							  "                           AND o.dead_letter = 'block')))"
+							  "   AND " JF_FLOW_FIRST_EARLIER_SQL("p", "h", "o") " IS NULL",
+							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not check the tasks ordered keys wait for");
+	jf_xact_count_statements(1);
+	nkept = SPI_processed;
+	kept = palloc(sizeof(int64) * Max(nkept, 1));
+	for (i = 0; i < nkept; i++)
+	{
+		bool		isnull;
+
+		kept[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+											  1, &isnull));
+	}
+	qsort(kept, nkept, sizeof(int64), jf_compare_int64);
+	for (j = 0; j < n; j++)
+	{
+		int64		id = (int64) heads[j];
+
+		if (bsearch(&id, kept, nkept, sizeof(int64), jf_compare_int64) == NULL)
+			jf_fair_head_gone(ws->fair, heads[j]);
+	}
+	pfree(kept);
+	pfree(ids);
+	pfree(heads);
+}
+
+/*
  * Extend the horizon and rescan the next two intervals.  Transactions only
  * NOTIFY for tasks due within three intervals (notify_before_ms); a task
  * due later is loaded by the rescan that runs between two intervals and
@@ -886,6 +1028,8 @@ jf_feed_housekeeping(JfWorkerState *ws, int64 now_ms)
 				  "   AND " JF_OWNS_SQL("$5", "$6"),
 				  6, types, values);
 	}
+	if (ws->fair != NULL)
+		check_waited_heads(ws);
 	jf_xact_commit();
 
 	ws->loaded_until_ms = new_until;

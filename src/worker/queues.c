@@ -33,7 +33,10 @@
 
 /*
  * One row's settings (columns from first on: paused, max_concurrent,
- * max_per_second, priority, log_attempts) as the fair share takes them.
+ * max_per_second, priority, log_attempts, max_concurrent_per_key,
+ * max_per_second_per_key, ordered) as the fair share takes them.  Limits
+ * per key are not divided among several workers: all tasks of a key go to
+ * one of them (state.h).
  */
 static void
 row_config(HeapTuple tup, TupleDesc desc, int first, JfFairQueueConfig *cfg)
@@ -60,6 +63,12 @@ row_config(HeapTuple tup, TupleDesc desc, int first, JfFairQueueConfig *cfg)
 		/* the table's CHECK allows these two only */
 		cfg->log = strcmp(log, "failures") == 0 ? JF_FAIR_LOG_FAILURES : JF_FAIR_LOG_ALL;
 	}
+	d = SPI_getbinval(tup, desc, first + 5, &isnull);
+	cfg->max_concurrent_per_key = isnull ? 0 : DatumGetInt32(d);
+	d = SPI_getbinval(tup, desc, first + 6, &isnull);
+	cfg->max_per_second_per_key = isnull ? 0 : DatumGetFloat8(d);
+	d = SPI_getbinval(tup, desc, first + 7, &isnull);
+	cfg->ordered = !isnull && DatumGetBool(d);
 }
 
 static void
@@ -83,7 +92,8 @@ read_all(JfWorkerState *ws, bool *retention, bool *positive)
 
 	jf_fair_reset_queues(ws->fair);
 	if (SPI_execute("SELECT owner::oid, name, paused, max_concurrent, max_per_second,"
-					"       priority, log_attempts, retention IS NOT NULL,"
+					"       priority, log_attempts, max_concurrent_per_key,"
+					"       max_per_second_per_key, ordered, retention IS NOT NULL,"
 					"       retention > interval '0'"
 					"  FROM jobflow.queues", true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read jobflow.queues");
@@ -100,9 +110,9 @@ read_all(JfWorkerState *ws, bool *retention, bool *positive)
 		JfFairQueueConfig cfg;
 
 		row_config(tup, desc, 3, &cfg);
-		if (DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull)))
+		if (DatumGetBool(SPI_getbinval(tup, desc, 11, &isnull)))
 		{
-			Datum		d = SPI_getbinval(tup, desc, 9, &isnull);
+			Datum		d = SPI_getbinval(tup, desc, 12, &isnull);
 
 			*retention = true;
 			*positive |= !isnull && DatumGetBool(d);
@@ -139,7 +149,8 @@ read_keys(JfWorkerState *ws, const JfQueueKey *keys, int n, bool *retention, boo
 	values[1] = PointerGetDatum(construct_array(names, n, TEXTOID, -1, false, TYPALIGN_INT));
 	if (SPI_execute_with_args("SELECT k.owner, k.name, q.name IS NOT NULL, q.paused,"
 							  "       q.max_concurrent, q.max_per_second, q.priority,"
-							  "       q.log_attempts"
+							  "       q.log_attempts, q.max_concurrent_per_key,"
+							  "       q.max_per_second_per_key, q.ordered"
 							  "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
 							  "         AS k(owner, name)"
 							  "  LEFT JOIN jobflow.queues q"

@@ -26,14 +26,16 @@
 #include "core/wheel.h"
 
 /*
- * Whether task id is this worker's: with several workers per database,
+ * Whether a task is this worker's: with several workers per database,
  * the first serves the tasks of cron timers (so that catching up on missed
- * occurrences stays in one place), and each serves the other ids equal to
- * its part modulo their number, so no task is ever claimed by two and
- * every task has one.
+ * occurrences stays in one place), and each serves the other tasks whose
+ * route (JF_ROUTE_SQL: the id, or for a task with a flow key the hash of
+ * the key, so that all tasks of a key are one worker's and its limits and
+ * order hold exactly) is equal to its part modulo their number, so no task
+ * is ever claimed by two and every task has one.
  */
 static inline bool
-jf_worker_owns(int64 id, bool cron)
+jf_worker_owns(int64 route, bool cron)
 {
 	int64		n = jobflow_workers_per_database;
 
@@ -41,13 +43,51 @@ jf_worker_owns(int64 id, bool cron)
 		return true;
 	if (cron)
 		return jf_worker_part == 0;
-	return ((id % n) + n) % n == jf_worker_part;
+	return ((route % n) + n) % n == jf_worker_part;
 }
+
+/* A task's route over jobflow.tasks t (see jf_worker_owns). */
+#define JF_ROUTE_SQL \
+	"CASE WHEN t.flow_key IS NULL THEN t.id" \
+	" ELSE pg_catalog.hashtext(t.flow_key)::pg_catalog.int8 END"
 
 /* The same, in SQL over jobflow.tasks t, with $N and $part as parameters. */
 #define JF_OWNS_SQL(n, part) \
 	"(" n " = 1 OR CASE WHEN t.cron_id IS NOT NULL THEN " part " = 0" \
-	" ELSE (t.id % " n " + " n ") % " n " = " part " END)"
+	" ELSE ((" JF_ROUTE_SQL ") % " n " + " n ") % " n " = " part " END)"
+
+/*
+ * An earlier task of the same flow key as task d, of its ordered queue o,
+ * that keeps d waiting: p over jobflow.tasks.  Unfinished (pending, retries
+ * included, or running), or failed while the queue's dead letters block
+ * their key.  "Earlier" is by flow_at (the run_at it was scheduled for,
+ * which a retry does not move), then by id.  The partial index of keyed
+ * tasks on (owner, queue, flow_key, flow_at, id) finds them: its predicate
+ * is repeated so that the planner may use it.  The claim (dispatch.c)
+ * leaves such a task; the recheck of what it left (feed.c) names the
+ * earliest one.
+ */
+#define JF_FLOW_EARLIER_SQL(p, d, o) \
+	p ".owner = " d ".owner AND " p ".queue = " d ".queue" \
+	" AND " p ".flow_key = " d ".flow_key AND " p ".flow_key IS NOT NULL" \
+	" AND " p ".state IN ('pending', 'running', 'failed')" \
+	" AND (" p ".state <> 'failed' OR " o ".dead_letter = 'block')" \
+	" AND (" p ".flow_at, " p ".id) < (" d ".flow_at, " d ".id)"
+
+/*
+ * The id of the earliest task that keeps task d waiting (as above; NULL:
+ * none), of d's queue if it is ordered.  The comparison of rows bounds
+ * the scan of the partial index within d's key, and ORDER BY ... LIMIT 1
+ * makes that scan the plan's only sensible choice: as a NOT EXISTS, a
+ * generic plan made while one key held most tasks read the whole table
+ * for each task, and an OR of the two comparisons read the key's whole
+ * backlog for the task first of its key.
+ */
+#define JF_FLOW_FIRST_EARLIER_SQL(p, d, o) \
+	"(SELECT " p ".id FROM jobflow.queues " o ", jobflow.tasks " p \
+	" WHERE " o ".owner = " d ".owner AND " o ".name = " d ".queue AND " o ".ordered" \
+	"   AND " JF_FLOW_EARLIER_SQL(p, d, o) \
+	" ORDER BY " p ".flow_at, " p ".id LIMIT 1)"
 
 /*
  * A worker's share of a cap that holds for the database: rounded up, so

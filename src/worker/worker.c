@@ -733,6 +733,7 @@ run_loop(JfWorkerState *ws, WaitEventSet *wes)
 		if (chore_runs(&flush, jf_log_writer_deadline(ws->log), next_due, flush_defer_ms))
 		{
 			jf_log_writer_flush(ws->log);
+			jf_dispatch_outcomes_written(ws);
 			chore_done(&flush);
 		}
 		else

@@ -8,7 +8,8 @@
 # "jobflow" (a fresh install of the default version), and two databases
 # made for the module, with jobflow installed at an older version and then
 # updated: CREATE EXTENSION jobflow VERSION '0.2.0' (or '0.1.0'), then
-# ALTER EXTENSION jobflow UPDATE.  A database updated from a shipped
+# ALTER EXTENSION jobflow UPDATE.  Each also gets extension jobflow_net
+# (schema net, pg_net's interface), dropped again from "jobflow".  A database updated from a shipped
 # version must be as safe as a fresh install.  The launcher serves a new
 # database at CREATE EXTENSION; its worker waits for the update, then runs.
 #
@@ -119,6 +120,13 @@ class Target:
         else:
             self.dbname = os.environ.get("PGDATABASE", "jobflow")
         self.su = self.connect()
+        # schema net (extension jobflow_net, pg_net's interface) is part of
+        # the API under test: made here, dropped at close() in the test
+        # database if it was made here
+        with self.su.cursor() as cur:
+            cur.execute("SELECT count(*) FROM pg_extension WHERE extname = 'jobflow_net'")
+            self.net_made = cur.fetchone()[0] == 0
+            cur.execute("CREATE EXTENSION IF NOT EXISTS jobflow_net")
         wait_worker(self.su)
 
     def connect(self, user=None):
@@ -173,6 +181,10 @@ class Target:
                                 (self.roles,))
                 for name in self.schemas:
                     cur.execute("DROP SCHEMA IF EXISTS %s CASCADE" % name)
+                if self.net_made:
+                    # with its schema, which DROP EXTENSION leaves
+                    cur.execute("DROP EXTENSION IF EXISTS jobflow_net")
+                    cur.execute("DROP SCHEMA IF EXISTS net")
                 for role in self.roles:
                     cur.execute("DROP OWNED BY %s" % role)
                 self._drop_roles(cur)

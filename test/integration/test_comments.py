@@ -12,7 +12,9 @@ from conftest import query
 
 COLUMNS = {
     "tasks": ["run_at", "attempts", "attempts_base", "max_attempts", "timeout_ms", "queue",
-              "owner", "updated_at", "last_status", "last_error", "cron_id", "cron_at"],
+              "owner", "updated_at", "last_status", "last_error", "cron_id", "cron_at",
+              "flow_key", "flow_at"],
+    "queues": ["max_concurrent_per_key", "max_per_second_per_key", "ordered", "dead_letter"],
     "task_log": ["attempt", "owner", "scheduled_at", "started_at", "outcome", "response"],
     "cron_timers": ["schedule", "timezone", "missed", "next_at", "overlap", "skipped",
                     "last_skipped_at"],

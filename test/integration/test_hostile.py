@@ -330,7 +330,8 @@ def called_functions():
     names = set()
     call = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
     for path in glob.glob(os.path.join(REPO, "jobflow--*.sql")) + \
-            [os.path.join(REPO, "src", "install_prelude.sql")]:
+            [os.path.join(REPO, "src", "install_prelude.sql"),
+             os.path.join(REPO, "src", "jobflow_net.sql")]:
         with open(path) as f:
             names |= {m.lower() for m in call.findall(f.read())}
     for path in glob.glob(os.path.join(REPO, "src", "**", "*.c"), recursive=True):
@@ -352,6 +353,16 @@ def F(*names):
 def R(name, *privileges):
     """Coverage: these privileges on the relation jobflow.<name>."""
     return {("jobflow." + name, p) for p in privileges}
+
+
+def NF(*names):
+    """Coverage: EXECUTE of net.<name> (extension jobflow_net)."""
+    return {("net." + n, "EXECUTE") for n in names}
+
+
+def NR(name, *privileges):
+    """Coverage: these privileges on the relation net.<name>."""
+    return {("net." + name, p) for p in privileges}
 
 
 class Call:
@@ -441,6 +452,10 @@ TENANT_CALLS = [
          " run_at => now() + interval '2 hours', headers => %(secret_headers)s)", must="succeed"),
     Call("schedule: the key again, error", F("schedule"),
          "SELECT jobflow.schedule(%(url)s, key => %(key)s, on_duplicate => 'error')"),
+    Call("schedule: a flow key", F("schedule"),
+         "SELECT jobflow.schedule(%(url)s, flow_key => %(key)s || '-flow',"
+         " queue => %(queue)s || '-flow', run_at => now() + interval '1 hour',"
+         " headers => %(secret_headers)s)", must="succeed"),
     Call("_replace_task", F("_replace_task"),
          "SELECT jobflow._replace_task(%(keyed)s, %(url)s, now() + interval '3 hours', NULL, NULL,"
          " %(secret_headers)s::jsonb, 'POST', 1000, 3, 'default', NULL)"),
@@ -469,9 +484,10 @@ TENANT_CALLS = [
          must="succeed"),
     Call("INSERT INTO tasks: every column it may set", R("tasks", "INSERT"),
          "INSERT INTO jobflow.tasks (url, method, headers, body, content_type, run_at,"
-         " max_attempts, timeout_ms, queue, key, notify)"
+         " max_attempts, timeout_ms, queue, key, notify, flow_key)"
          " VALUES (%(url)s, 'PATCH', %(secret_headers)s, 'b', 'text/plain',"
-         " now() + interval '1 hour', 3, 5000, %(queue)s, %(key)s || '-insert', true)",
+         " now() + interval '1 hour', 3, 5000, %(queue)s, %(key)s || '-insert', true,"
+         " %(key)s || '-insert-flow')",
          must="succeed"),
     Call("INSERT INTO tasks: body_bytes", R("tasks", "INSERT"),
          "INSERT INTO jobflow.tasks (url, body_bytes, run_at)"
@@ -603,6 +619,12 @@ TENANT_CALLS = [
     Call("set_queue log_attempts", F("set_queue"),
          "SELECT jobflow.set_queue(%(queue)s, max_concurrent => 3, log_attempts => 'failures')",
          must="succeed"),
+    Call("set_queue flow control per key", F("set_queue"),
+         "SELECT jobflow.set_queue(%(queue)s || '-flow', max_per_second_per_key => 5,"
+         " ordered => true, dead_letter => 'skip')", must="succeed"),
+    Call("set_queue per-key cap against ordered", F("set_queue"),
+         "SELECT jobflow.set_queue(%(queue)s || '-flow', max_concurrent_per_key => 2,"
+         " ordered => true)"),
     Call("pause_queue", F("pause_queue"), "SELECT jobflow.pause_queue(%(queue)s)", must="succeed"),
     Call("pause_queue owner itself", F("pause_queue"),
          "SELECT jobflow.pause_queue(%(queue)s, owner => %(me)s::regrole)"),
@@ -701,6 +723,30 @@ TENANT_CALLS = [
          "LISTEN jobflow_outcome", "NOTIFY jobflow, 'cron'",
          "NOTIFY jobflow_outcome, '1:succeeded'",
          "UNLISTEN *"),
+    # ---- extension jobflow_net (issue 26): pg_net's interface ----
+    Call("net.http_post", NF("http_post", "jobflow_request", "_schedule", "_urlencode"),
+         "SELECT net.http_post(%(url)s, '{\"a\": 1}', '{\"p\": \"x y\"}',"
+         " '{\"X-Test\": \"1\"}', 2000)", must="succeed", save="net_post"),
+    Call("net.http_get", NF("http_get", "jobflow_request", "_schedule", "_urlencode"),
+         "SELECT net.http_get(%(url)s, '{\"p\": \"\u00e9\"}', %(secret_headers)s)",
+         must="succeed"),
+    Call("net.http_delete", NF("http_delete"),
+         "SELECT net.http_delete(%(url)s, body => '{}')", must="succeed"),
+    Call("net.jobflow_request", NF("jobflow_request", "_urlencode"),
+         "SELECT net.jobflow_request('post', %(url)s, '{\"q\": \"a&b\"}')", must="succeed"),
+    Call("net._schedule", NF("_schedule"),
+         "SELECT net._schedule(jsonb_build_object('url', %(url)s, 'method', 'GET',"
+         " 'headers', '{}'::jsonb, 'timeout_ms', 1000))", must="succeed"),
+    Call("net._http_response", NR("_http_response", "SELECT"),
+         "SELECT * FROM net._http_response", must="succeed"),
+    Call("net._http_collect_response", NF("_http_collect_response"),
+         "SELECT net._http_collect_response(%(net_post)s)", must="succeed"),
+    Call("net.http_collect_response", NF("http_collect_response"),
+         "SELECT net.http_collect_response(%(net_post)s)", must="succeed"),
+    Call("net._await_response", NF("_await_response"),
+         "SET statement_timeout = '3s'",
+         "SELECT net._await_response(%(net_post)s)", "RESET statement_timeout"),
+    # ---- end of jobflow_net ----
 ]
 
 # a member of jobflow_monitor (and of pg_monitor)
@@ -728,6 +774,10 @@ MONITOR_CALLS = [
     Call("endpoints", set(), "SELECT * FROM jobflow.endpoints", must="refuse"),
     Call("reset_circuit", set(), "SELECT jobflow.reset_circuit(%(url)s)", must="refuse"),
     # ---- end of circuits ----
+    # ---- extension jobflow_net (issue 26) ----
+    Call("net.http_get", set(), "SELECT net.http_get(%(url)s)", must="refuse"),
+    Call("net._http_response", set(), "SELECT * FROM net._http_response", must="refuse"),
+    # ---- end of jobflow_net ----
 ]
 
 # a member of jobflow_admin, on the tenant's objects (made by admin_setup)
@@ -868,6 +918,13 @@ ADMIN_CALLS = [
     Call("nextval", R("tasks_id_seq", "USAGE") | R("cron_timers_id_seq", "USAGE"),
          "SELECT nextval('jobflow.tasks_id_seq'), nextval('jobflow.cron_timers_id_seq')"),
     Call("secrets: select", set(), "SELECT * FROM jobflow.secrets", must="refuse"),
+    # ---- extension jobflow_net (issue 26) ----
+    Call("net: the tenant's responses, a request of its own", NR("_http_response", "SELECT")
+         | NF("http_post", "jobflow_request", "_schedule", "_urlencode", "_http_collect_response"),
+         "SELECT (SELECT count(*) FROM net._http_response),"
+         " net.http_post(%(url)s),"
+         " net._http_collect_response(-1)", must="succeed"),
+    # ---- end of jobflow_net ----
 ]
 
 # a second tenant: DROP OWNED and REASSIGN OWNED of itself (the guard's paths)
@@ -952,6 +1009,7 @@ class Hostile:
             "secret_headers": SECRET_HEADERS % {"secret": secret},
             "timer": "timer-" + run, "queue": "queue-" + run, "key": "key-" + run,
             "task": 0, "task2": 0, "keyed": 0, "row_task": 0, "timer_id": 0,
+            "net_post": 0,
         }
 
     def run(self, calls, role, search_path, ctx):
@@ -1382,8 +1440,9 @@ def test_explain_tells_nothing_of_another_tenant(env, receiver, second_receiver)
 
 def catalog_grants(conn):
     """(object, privilege) of every function, table, view and sequence of
-    schema jobflow that some role other than a superuser may use (column
-    privileges count as the table's)."""
+    schema jobflow, and of schema net (extension jobflow_net), that some
+    role other than a superuser may use (column privileges count as the
+    table's)."""
     got = rows(conn, """
         WITH acl AS (
             SELECT 'jobflow.' || p.proname AS object, a.privilege_type, a.grantee
@@ -1399,7 +1458,16 @@ def catalog_grants(conn):
             UNION ALL
             SELECT 'jobflow.' || c.relname, a.privilege_type, a.grantee
               FROM pg_attribute t JOIN pg_class c ON c.oid = t.attrelid, aclexplode(t.attacl) a
-             WHERE c.relnamespace = 'jobflow'::regnamespace AND t.attacl IS NOT NULL)
+             WHERE c.relnamespace = 'jobflow'::regnamespace AND t.attacl IS NOT NULL
+            UNION ALL
+            SELECT 'net.' || p.proname, a.privilege_type, a.grantee
+              FROM pg_proc p, aclexplode(COALESCE(p.proacl, acldefault('f', p.proowner))) a
+             WHERE p.pronamespace = (SELECT oid FROM pg_namespace WHERE nspname = 'net')
+            UNION ALL
+            SELECT 'net.' || c.relname, a.privilege_type, a.grantee
+              FROM pg_class c, aclexplode(COALESCE(c.relacl, acldefault('r', c.relowner))) a
+             WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = 'net')
+               AND c.relkind IN ('r', 'v', 'm', 'S', 'f', 'p'))
         SELECT DISTINCT object, privilege_type FROM acl
          WHERE grantee = 0 OR NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = acl.grantee)""")
     return {(r["object"], r["privilege_type"]) for r in got}

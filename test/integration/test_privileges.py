@@ -119,7 +119,8 @@ def resolve(conn, obj):
         oid = value(conn, "SELECT to_regprocedure(%s)::oid", (obj,))
         return ("function", oid) if oid else None
     oid = value(conn, "SELECT to_regclass(%s)::oid", (obj,))
-    if oid:
+    # a composite type (net.http_response) has a pg_class row too: a type
+    if oid and value(conn, "SELECT relkind <> 'c' FROM pg_class WHERE oid = %s", (oid,)):
         return ("relation", oid)
     oid = value(conn, "SELECT to_regtype(%s)::oid", (obj,))
     return ("type", oid) if oid else None
@@ -127,16 +128,18 @@ def resolve(conn, obj):
 
 def catalog_objects(conn):
     """{(kind, oid): name} of every function, relation and type of schema
-    jobflow (no row types of tables, no array types)."""
+    jobflow, and of schema net (extension jobflow_net), with no row types
+    of tables and no array types."""
     got = rows(conn, """
+        WITH s AS (SELECT oid FROM pg_namespace WHERE nspname IN ('jobflow', 'net'))
         SELECT 'function' AS kind, p.oid, p.oid::regprocedure::text AS name FROM pg_proc p
-         WHERE p.pronamespace = 'jobflow'::regnamespace
+         WHERE p.pronamespace IN (SELECT oid FROM s)
         UNION ALL
         SELECT 'relation', c.oid, c.oid::regclass::text FROM pg_class c
-         WHERE c.relnamespace = 'jobflow'::regnamespace AND c.relkind IN ('r', 'v', 'm', 'S', 'f', 'p')
+         WHERE c.relnamespace IN (SELECT oid FROM s) AND c.relkind IN ('r', 'v', 'm', 'S', 'f', 'p')
         UNION ALL
         SELECT 'type', t.oid, t.oid::regtype::text FROM pg_type t
-         WHERE t.typnamespace = 'jobflow'::regnamespace AND t.typcategory <> 'A'
+         WHERE t.typnamespace IN (SELECT oid FROM s) AND t.typcategory <> 'A'
            AND (t.typtype <> 'c' OR (SELECT c.relkind FROM pg_class c WHERE c.oid = t.typrelid) = 'c')""")
     return {(r["kind"], r["oid"]): r["name"] for r in got}
 
@@ -146,7 +149,12 @@ def granted(conn, role, kind, oid):
     (verb, columns or None)."""
     if value(conn, "SELECT rolsuper FROM pg_roles WHERE rolname = %s", (role,)):
         return {("all", None)}
-    usage = value(conn, "SELECT has_schema_privilege(%s, 'jobflow', 'USAGE')", (role,))
+    # USAGE on the object's schema (jobflow, or net)
+    schema = value(conn, {"function": "SELECT pronamespace FROM pg_proc WHERE oid = %s",
+                          "type": "SELECT typnamespace FROM pg_type WHERE oid = %s",
+                          "relation": "SELECT relnamespace FROM pg_class WHERE oid = %s"}[kind],
+                   (oid,))
+    usage = value(conn, "SELECT has_schema_privilege(%s, %s::oid, 'USAGE')", (role, schema))
     if not usage:
         return set()
     if kind == "function":
@@ -224,11 +232,16 @@ class Tenancy:
             cur.execute("SELECT jobflow.schedule(%s, max_attempts => 1, queue => %s)",
                         (receiver.url("/status/400?t=priv-" + run), ctx["a_queue"]))
             ctx["a_failed"] = cur.fetchone()[0]
+            # a request through pg_net's interface (extension jobflow_net),
+            # answered before the 503 below (an answer resets A's circuit)
+            cur.execute("SELECT net.http_get(%s)", (receiver.url("/ok?t=priv-net-" + run),))
+            ctx["a_net"] = cur.fetchone()[0]
             cur.execute("SELECT jobflow.schedule_cron(%(a_timer_name)s, '0 3 * * *', %(url)s,"
                         " headers => %(a_secret_headers)s, active => false)", ctx)
             ctx["a_timer"] = cur.fetchone()[0]
         conn.close()
         assert wait_final(t.su, ctx["a_failed"], timeout=30) == "failed"
+        assert wait_final(t.su, ctx["a_net"], timeout=30) == "succeeded"
         # after the 400 (an answer: it would count A's failures from zero
         # again), a 503: A's circuit to the receiver counts a failure, a row of
         # jobflow.endpoints for jobflow.circuit_window (a minute); circuits
@@ -373,6 +386,8 @@ REACH = {
     # no rows of a tenant: a role that may read them reads them all
     "jobflow.installation": {"select": "SELECT count(*) FROM jobflow.installation"},
     "jobflow.stats": {"select": "SELECT count(*) FROM jobflow.stats"},
+    # extension jobflow_net (issue 26)
+    "net._http_response": {"select": "SELECT count(*) FROM net._http_response WHERE id = %(a_net)s"},
 }
 
 
@@ -554,6 +569,14 @@ OTHER_TENANT = [
     ("jobflow._materialize_cron", "SELECT * FROM jobflow._materialize_cron(now())", "refused"),
     ("jobflow._webhook_signature", "SELECT jobflow._webhook_signature('whsec_AAAA', 'id', 1, '')",
      "refused"),
+    # ---- extension jobflow_net (issue 26): A's request and its response ----
+    ("net._http_response", "SELECT count(*) FROM net._http_response WHERE id = %(a_net)s", "rows"),
+    ("net._http_response", "SELECT count(*) FROM net._http_response", "rows"),
+    ("net._http_collect_response",
+     "SELECT (net._http_collect_response(%(a_net)s)).status = 'SUCCESS'", "true"),
+    ("net.http_collect_response",
+     "SELECT (net.http_collect_response(%(a_net)s)).status = 'SUCCESS'", "true"),
+    # ---- end of jobflow_net ----
 ]
 
 # objects that hold no rows of a tenant, or act on the caller's only
@@ -579,6 +602,17 @@ ROW_FREE = {
     "jobflow._task_import": "a trigger: runs on the caller's own statement",
     "jobflow._task_log_cascade": "a trigger: runs on the caller's own statement",
     "jobflow._queues_notify": "a trigger: runs on the caller's own statement",
+    # extension jobflow_net (issue 26)
+    "net.http_get": "schedules a task of the caller's own (jobflow.schedule, as the caller)",
+    "net.http_post": "likewise",
+    "net.http_delete": "likewise",
+    "net._schedule": "likewise",
+    "net.jobflow_request": "computes from its arguments",
+    "net._urlencode": "computes from its argument",
+    "net._await_response": "waits for a row of net._http_response, which the probes above try",
+    "net.http_response": "a type",
+    "net.http_response_result": "a type",
+    "net.request_status": "a type",
 }
 
 

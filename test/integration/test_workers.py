@@ -9,7 +9,8 @@
 #     only, and they fire once it runs again; a cron timer, run by the
 #     first worker alone, fires once per occurrence; the busiest origins
 #     of the metrics add up both workers' requests; a restore pauses both;
-#     CREATE DATABASE ... TEMPLATE a served database succeeds.
+#     CREATE DATABASE ... TEMPLATE a served database succeeds; all tasks
+#     of a flow key are one worker's, so a cap of 1 per key holds.
 #
 # The setting needs a restart: the module restarts the server with it and
 # restarts it again without it at the end.
@@ -72,6 +73,35 @@ def two_workers(server, receiver):
     conn.close()
     server.restart()
     server.wait_worker(None)
+
+
+def test_a_flow_key_is_one_workers(two_workers, db, receiver):
+    """6 keys of 4 tasks each, consecutive ids (split by id, each key's
+    tasks would be both workers'), in a queue with max_concurrent_per_key
+    1, to a receiver that takes 0.5 s: no two tasks of a key are ever in
+    flight together (each worker would allow one of its own), and every
+    task fires once."""
+    url, tag = receiver.unique_url("/delay/500")
+    with db.cursor() as cur:
+        cur.execute("SELECT jobflow.set_queue('one-per-key', max_concurrent_per_key => 1)")
+        cur.execute("SELECT array_agg(jobflow.schedule(%s || '&k=' || k || '&n=' || n,"
+                    "        queue => 'one-per-key', flow_key => 'key-' || k) ORDER BY k, n)"
+                    "  FROM generate_series(1, 6) k, generate_series(1, 4) n", (url,))
+        ids = cur.fetchone()[0]
+    try:
+        assert set(wait_final(db, ids, timeout=60).values()) == {"succeeded"}
+        rows = query(db, "SELECT t.flow_key, l.started_at, l.finished_at FROM jobflow.task_log l"
+                         "  JOIN jobflow.tasks t ON t.id = l.task_id WHERE l.task_id = ANY(%s)"
+                         " ORDER BY t.flow_key, l.started_at", (ids,))
+        assert len(rows) == 24
+        overlaps = [(a["flow_key"], str(a["started_at"]), str(b["started_at"]))
+                    for a, b in zip(rows, rows[1:])
+                    if a["flow_key"] == b["flow_key"] and b["started_at"] < a["finished_at"]]
+        assert overlaps == [], overlaps
+        assert len(receiver.tagged(tag)) == 24
+    finally:
+        with db.cursor() as cur:
+            cur.execute("SELECT jobflow.drop_queue('one-per-key')")
 
 
 def test_two_workers_start_for_the_database(two_workers, db):

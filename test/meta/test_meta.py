@@ -64,6 +64,10 @@ def test_versions_agree():
     for script in scripts:
         assert script in read("Makefile")
     assert re.search(r"^DATA_built = jobflow--%s\.sql$" % re.escape(version), read("Makefile"), re.M)
+    # jobflow_net ships with jobflow, at its version
+    assert m["provides"]["jobflow_net"]["version"] == version
+    assert re.search(r"^default_version = '%s'$" % re.escape(version), read("jobflow_net.control"), re.M)
+    assert re.search(r"^DATA_built \+= jobflow_net--%s\.sql$" % re.escape(version), read("Makefile"), re.M)
 
 
 def test_debian_changelog_version():

@@ -6,7 +6,11 @@
  *	  among queues, stale entries, nothing claimed beyond what can be sent
  *	  at once; named queues: pause, max_concurrent, max_per_second (smooth,
  *	  with its next deadline), priority, per-host rate, per-owner names;
- *	  the busiest origins, kept as counts change and swept for.
+ *	  the busiest origins, kept as counts change and swept for; flow keys:
+ *	  a key at its cap holds its own lane only, keys of one owner share an
+ *	  origin as one lane does, the rate per key, ordered keys (one at a
+ *	  time, due order then id, the retry awaited, back-off, the blocker
+ *	  first), keys per owner, and keys collected once idle.
  *
  *-------------------------------------------------------------------------
  */
@@ -303,6 +307,9 @@ qconfig(bool paused, int max_concurrent, double rate, int priority)
 	c.max_per_second = rate;
 	c.priority = priority;
 	c.log = JF_FAIR_LOG_DEFAULT;
+	c.max_concurrent_per_key = 0;
+	c.max_per_second_per_key = 0;
+	c.ordered = false;
 	return c;
 }
 
@@ -1177,7 +1184,7 @@ test_collect_keeps_what_is_needed(void)
 	JfFairConfig c = config(1000, 1000, 1000);
 	JfFair	   *f;
 	JfFairLoad	top[JF_FAIR_TOP];
-	JfFairQueueConfig paused = {true, 0, 0, 0, JF_FAIR_LOG_DEFAULT};
+	JfFairQueueConfig paused = {true, 0, 0, 0, JF_FAIR_LOG_DEFAULT, 0, 0, false};
 	uint32_t	held, parked, claimed, idle, fresh, again;
 	uint32_t	lanes[5000];
 	bool		kept[5000];
@@ -1324,6 +1331,362 @@ test_lane_log(void)
 	jf_fair_destroy(f);
 }
 
+/* How many of picks[0..n) are of lane q. */
+static int
+count_lane(int n, uint32_t q)
+{
+	int			got = 0;
+
+	for (int k = 0; k < n; k++)
+		got += picks[k].queue == q;
+	return got;
+}
+
+static JfFairQueueConfig
+kconfig(int cap, double rate, bool ordered)
+{
+	JfFairQueueConfig c = qconfig(false, 0, 0, 0);
+
+	c.max_concurrent_per_key = cap;
+	c.max_per_second_per_key = rate;
+	c.ordered = ordered;
+	return c;
+}
+
+/*
+ * A key at its cap holds only its own lane: another key (up to its own
+ * cap), the queue's unkeyed tasks and the same key text of another owner
+ * go on; a release lets one more of the key go.
+ */
+static void
+test_key_cap(void)
+{
+	JfFairConfig c = config(4096, 64, 1024);
+	JfFair	   *f = jf_fair_create(&c);
+	JfFairQueueConfig q = kconfig(2, 0, false);
+	uint32_t	slow;
+	uint32_t	fast;
+	uint32_t	none;
+	uint32_t	theirs;
+	int			n;
+
+	CHECK(jf_fair_configure(f, 1, "q", &q));
+	slow = jf_fair_queue_key(f, 1, "q", "http://h/", "slow");
+	fast = jf_fair_queue_key(f, 1, "q", "http://h/", "fast");
+	none = jf_fair_queue(f, 1, "q", "http://h/");
+	theirs = jf_fair_queue_key(f, 2, "q", "http://h/", "slow");
+	CHECK(slow != fast && slow != none && slow != theirs && fast != none);
+	CHECK(slow == jf_fair_queue_key(f, 1, "q", "http://H:80/x", "slow"));
+	CHECK(jf_fair_lane_keyed(f, slow) && !jf_fair_lane_keyed(f, none));
+	CHECK(jf_fair_is_lane_of(f, slow, 1, "q", "http://h/", "slow"));
+	CHECK(!jf_fair_is_lane_of(f, slow, 1, "q", "http://h/", "fast"));
+	CHECK(!jf_fair_is_lane_of(f, slow, 1, "q", "http://h/", NULL));
+	CHECK(!jf_fair_is_lane_of(f, none, 1, "q", "http://h/", "slow"));
+	for (int k = 0; k < 10; k++)
+	{
+		jf_fair_push(f, slow, 100 + k, 0);
+		jf_fair_push(f, theirs, 400 + k, 0);
+	}
+	for (int k = 0; k < 5; k++)
+	{
+		jf_fair_push(f, fast, 200 + k, 0);
+		jf_fair_push(f, none, 300 + k, 0);
+	}
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
+	CHECKF(count_lane(n, slow) == 2, "slow key took %d", count_lane(n, slow));
+	/* the cap is each key's: fast too has 2 at most */
+	CHECKF(count_lane(n, fast) == 2 && count_lane(n, none) == 5,
+		   "fast %d, unkeyed %d", count_lane(n, fast), count_lane(n, none));
+	/* owner 2's queue q has no limit per key: its "slow" is its own */
+	CHECKF(count_lane(n, theirs) == 10, "the other owner's key took %d",
+		   count_lane(n, theirs));
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 0);
+	jf_fair_release(f, slow);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
+	CHECKF(n == 1 && picks[0].queue == slow && picks[0].id == 102, "n %d", n);
+	jf_fair_destroy(f);
+}
+
+/*
+ * The keys of an owner's queue on an origin share it as that one lane
+ * would: 100 keys of owner 1 and owner 2's unkeyed lane on an origin of
+ * max_per_host 8 get 4 places each, not one per key.
+ */
+static void
+test_key_share(void)
+{
+	JfFairConfig c = config(4096, 8, 1024);
+	JfFair	   *f = jf_fair_create(&c);
+	uint32_t	other = jf_fair_queue(f, 2, NULL, "http://h/");
+	char		key[16];
+	int			mine = 0;
+	int			n;
+
+	for (int k = 0; k < 100; k++)
+	{
+		snprintf(key, sizeof(key), "k%d", k);
+		jf_fair_push(f, jf_fair_queue_key(f, 1, NULL, "http://h/", key), k + 1, 0);
+	}
+	for (int k = 0; k < 10; k++)
+		jf_fair_push(f, other, 1000 + k, 0);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
+	for (int k = 0; k < n; k++)
+		mine += picks[k].queue != other;
+	CHECKF(mine == 4 && n - mine == 4, "owner 1's keys took %d, owner 2 %d", mine, n - mine);
+	jf_fair_destroy(f);
+}
+
+/*
+ * 5 a second per key: over 2 s each of two keys sends about 10, spread
+ * (never more than 5 in a second), while unkeyed tasks of the queue go
+ * at once; a key waiting for its rate gives the next deadline.
+ */
+static void
+test_key_rate(void)
+{
+	JfFairConfig c = config(4096, 512, 1024);
+	JfFair	   *f = jf_fair_create(&c);
+	JfFairQueueConfig q = kconfig(0, 5, false);
+	uint32_t	a;
+	uint32_t	b;
+	uint32_t	none;
+	int			got_a = 0;
+	int			got_b = 0;
+	int			got_none = 0;
+
+	CHECK(jf_fair_configure(f, 1, "q", &q));
+	a = jf_fair_queue_key(f, 1, "q", "http://h/", "a");
+	b = jf_fair_queue_key(f, 1, "q", "http://h/", "b");
+	none = jf_fair_queue(f, 1, "q", "http://h/");
+	for (int k = 0; k < 100; k++)
+	{
+		jf_fair_push(f, a, 1 + k, 0);
+		jf_fair_push(f, b, 1001 + k, 0);
+		jf_fair_push(f, none, 2001 + k, 0);
+	}
+	nsent = 0;
+	for (int64_t t = 0; t < 2000000; t += 10000)
+	{
+		int			n = jf_fair_pick(f, picks, MAXPICK, t, NULL, NULL);
+
+		for (int k = 0; k < n; k++)
+		{
+			if (picks[k].queue == a && nsent < 40000)
+				sent_at[nsent++] = t;
+			got_a += picks[k].queue == a;
+			got_b += picks[k].queue == b;
+			got_none += picks[k].queue == none;
+			jf_fair_release(f, picks[k].queue);
+		}
+		if (t == 0)
+		{
+			CHECKF(got_none == 100, "unkeyed took %d at once", got_none);
+			CHECK(jf_fair_next_deadline(f) > 0 && jf_fair_next_deadline(f) < INT64_MAX);
+		}
+	}
+	CHECKF(got_a >= 9 && got_a <= 11 && got_b >= 9 && got_b <= 11, "a %d, b %d", got_a, got_b);
+	CHECKF(busiest_second() <= 5, "key a: %d in one second", busiest_second());
+	jf_fair_destroy(f);
+}
+
+/*
+ * An ordered key: one at a time, in due order then id whatever the order
+ * of loading; a retry awaited holds the key (even with a place) until
+ * parked, then goes first; a back-off holds it and gives the deadline; a
+ * task put back at the head keeps its place; the blocker named goes first
+ * once parked.
+ */
+static void
+test_key_ordered(void)
+{
+	JfFairConfig c = config(4096, 64, 1024);
+	JfFair	   *f = jf_fair_create(&c);
+	JfFairQueueConfig q = kconfig(0, 0, true);
+	uint32_t	k1;
+	uint32_t	k2;
+	uint64_t	order[5] = {12, 13, 11, 14, 15};
+	int			n;
+
+	CHECK(jf_fair_configure(f, 1, "o", &q));
+	k1 = jf_fair_queue_key(f, 1, "o", "http://h/", "k1");
+	k2 = jf_fair_queue_key(f, 1, "o", "http://h/", "k2");
+	CHECK(jf_fair_lane_ordered(f, k1));
+	/* loaded out of order: (due, id) = (20, 11) (10, 12) (10, 13) (30, 14) (30, 15) */
+	jf_fair_push(f, k1, 14, 30);
+	jf_fair_push(f, k1, 11, 20);
+	jf_fair_push(f, k1, 13, 10);
+	jf_fair_push(f, k1, 12, 10);
+	jf_fair_push(f, k1, 15, 30);
+	jf_fair_push(f, k2, 21, 0);
+	jf_fair_push(f, k2, 22, 0);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
+	CHECKF(n == 2 && count_lane(n, k1) == 1 && count_lane(n, k2) == 1, "n %d", n);
+	for (int k = 0; k < n; k++)
+		if (picks[k].queue == k1)
+			CHECKF(picks[k].id == order[0], "first %llu", (unsigned long long) picks[k].id);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL) == 0);
+	/* 12 goes to a retry: the key waits for it, place or not */
+	jf_fair_key_wait(f, k1, 12, 5000000);
+	jf_fair_release(f, k1);
+	jf_fair_release(f, k2);
+	n = jf_fair_pick(f, picks, MAXPICK, 100, NULL, NULL);
+	CHECKF(n == 1 && picks[0].queue == k2 && picks[0].id == 22, "n %d", n);
+	jf_fair_release(f, k2);
+	/* the retry is due: parked at the back, it goes first */
+	jf_fair_push(f, k1, 12, 900);
+	n = jf_fair_pick(f, picks, MAXPICK, 200, NULL, NULL);
+	CHECKF(n == 1 && picks[0].id == 12, "n %d, id %llu", n, (unsigned long long) picks[0].id);
+	jf_fair_release(f, k1);
+	for (int i = 1; i < 3; i++)
+	{
+		n = jf_fair_pick(f, picks, MAXPICK, 300, NULL, NULL);
+		CHECKF(n == 1 && picks[0].id == order[i], "step %d: n %d, id %llu", i, n,
+			   (unsigned long long) picks[0].id);
+		jf_fair_release(f, k1);
+	}
+	/* 14 is taken, but the claim finds an earlier task unfinished */
+	n = jf_fair_pick(f, picks, MAXPICK, 300, NULL, NULL);
+	CHECK(n == 1 && picks[0].id == 14);
+	jf_fair_release(f, k1);
+	CHECK(jf_fair_key_blocked(f, k1, 400, 0, 0) == 25000);
+	CHECK(jf_fair_push_front(f, k1, 14, 30));
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 500, NULL, NULL) == 0);
+	CHECKF(jf_fair_next_deadline(f) == 25400, "deadline %lld",
+		   (long long) jf_fair_next_deadline(f));
+	/* blocked again: the back-off doubles, and blocker 9 goes first when parked */
+	CHECK(jf_fair_key_blocked(f, k1, 30000, 9, 0) == 50000);
+	jf_fair_push(f, k1, 9, 5000);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 60000, NULL, NULL) == 0);
+	n = jf_fair_pick(f, picks, MAXPICK, 80000, NULL, NULL);
+	CHECKF(n == 1 && picks[0].id == 9, "n %d, id %llu", n, (unsigned long long) picks[0].id);
+	jf_fair_release(f, k1);
+	jf_fair_key_done(f, k1);
+	n = jf_fair_pick(f, picks, MAXPICK, 80000, NULL, NULL);
+	CHECKF(n == 1 && picks[0].id == 14, "n %d, id %llu", n, (unsigned long long) picks[0].id);
+	jf_fair_release(f, k1);
+	/* after a request went, the back-off starts small again */
+	CHECK(jf_fair_key_blocked(f, k1, 90000, 0, 0) == 25000);
+	/* a blocker due later holds the key until then */
+	CHECK(jf_fair_key_blocked(f, k1, 200000, 0, 3000000) == 3000000);
+	CHECK(jf_fair_pick(f, picks, MAXPICK, 3100000, NULL, NULL) == 0);
+	CHECKF(jf_fair_next_deadline(f) == 3200000, "deadline %lld",
+		   (long long) jf_fair_next_deadline(f));
+	jf_fair_destroy(f);
+}
+
+/*
+ * An ordered key that waits for a task in the table (a dead letter that
+ * blocks, a retry not due): it sends nothing while that task is not
+ * parked; jf_fair_waited_heads lists it at once (a retry's wait only once
+ * an outcome was written since), each key in turn when there are more
+ * than asked for; jf_fair_head_gone frees the key.
+ */
+static void
+test_key_await(void)
+{
+	JfFairConfig c = config(4096, 64, 1024);
+	JfFair	   *f = jf_fair_create(&c);
+	JfFairQueueConfig q = kconfig(0, 0, true);
+	uint32_t	k1;
+	uint32_t	k2;
+	uint32_t	k3;
+	uint64_t	heads[4];
+	int			n;
+
+	CHECK(jf_fair_configure(f, 1, "o", &q));
+	k1 = jf_fair_queue_key(f, 1, "o", "http://h/", "k1");
+	k2 = jf_fair_queue_key(f, 1, "o", "http://h/", "k2");
+	k3 = jf_fair_queue_key(f, 1, "o", "http://h/", "k3");
+	CHECK(jf_fair_waited_heads(f, heads, 4) == 0);
+	jf_fair_push(f, k1, 11, 0);
+	jf_fair_push(f, k2, 21, 0);
+	jf_fair_push(f, k3, 31, 0);
+	/* 10 is a dead letter before 11, 20 a retry before 21 */
+	jf_fair_key_await(f, k1, 10, 600000000);
+	jf_fair_key_wait(f, k2, 20, 600000000);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
+	CHECKF(n == 1 && picks[0].id == 31, "n %d", n);
+	jf_fair_release(f, k3);
+	/* the retry is listed once an outcome was written */
+	n = jf_fair_waited_heads(f, heads, 4);
+	CHECKF(n == 1 && heads[0] == 10, "n %d", n);
+	(void) jf_fair_written(f);
+	n = jf_fair_waited_heads(f, heads, 4);
+	CHECKF(n == 2, "n %d", n);
+	/* one at a time: each in turn */
+	n = jf_fair_waited_heads(f, heads, 1);
+	CHECK(n == 1);
+	{
+		uint64_t	first = heads[0];
+
+		CHECK(jf_fair_waited_heads(f, heads, 1) == 1 && heads[0] != first);
+	}
+	/* 10 was cancelled: its key goes on; 20 still holds its own */
+	jf_fair_head_gone(f, 10);
+	n = jf_fair_pick(f, picks, MAXPICK, 1000, NULL, NULL);
+	CHECKF(n == 1 && picks[0].id == 11, "n %d", n);
+	jf_fair_release(f, k1);
+	n = jf_fair_waited_heads(f, heads, 4);
+	CHECKF(n == 1 && heads[0] == 20, "n %d", n);
+	jf_fair_head_gone(f, 20);
+	n = jf_fair_pick(f, picks, MAXPICK, 1000, NULL, NULL);
+	CHECKF(n == 1 && picks[0].id == 21, "n %d", n);
+	jf_fair_release(f, k2);
+	CHECK(jf_fair_waited_heads(f, heads, 4) == 0);
+	jf_fair_destroy(f);
+}
+
+/*
+ * 10,000 keys with a task each, all sent: once released, their lanes and
+ * keys are collected and memory goes back to what the unkeyed lane takes;
+ * a key with a rate stays until the rate forgot it.
+ */
+static void
+test_key_collect(void)
+{
+	JfFairConfig c = config(100000, 100000, 100000);
+	JfFair	   *f = jf_fair_create(&c);
+	JfFairQueueConfig q = kconfig(1, 10, false);
+	char		key[16];
+	size_t		before;
+	size_t		peak;
+	int			n;
+
+	CHECK(jf_fair_configure(f, 1, "q", &q));
+	jf_fair_push(f, jf_fair_queue(f, 1, "q", "http://h/"), 1, 0);
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
+	jf_fair_release(f, picks[0].queue);
+	(void) jf_fair_collect(f, 0, 1 << 20, 1 << 20);
+	before = jf_fair_memory(f);
+	for (int k = 0; k < 10000; k++)
+	{
+		snprintf(key, sizeof(key), "k%d", k);
+		jf_fair_push(f, jf_fair_queue_key(f, 1, "q", "http://h/", key), 100 + k, 0);
+	}
+	CHECKF(jf_fair_keys(f) == 10000, "%zu keys", jf_fair_keys(f));
+	n = jf_fair_pick(f, picks, MAXPICK, 0, NULL, NULL);
+	CHECKF(n == 10000, "picked %d", n);
+	peak = jf_fair_memory(f);
+	/* in flight: nothing collected */
+	(void) jf_fair_collect(f, 0, 1 << 20, 1 << 20);
+	CHECK(jf_fair_keys(f) == 10000);
+	for (int k = 0; k < n; k++)
+		jf_fair_release(f, picks[k].queue);
+	/* released, but the rates still remember their request */
+	for (int round = 0; round < 8; round++)
+		(void) jf_fair_collect(f, 0, 1 << 20, 1 << 20);
+	CHECKF(jf_fair_queues(f) == 0 && jf_fair_keys(f) == 10000, "%zu lanes, %zu keys",
+		   jf_fair_queues(f), jf_fair_keys(f));
+	for (int round = 0; round < 8; round++)
+		(void) jf_fair_collect(f, 10000000, 1 << 20, 1 << 20);
+	CHECKF(jf_fair_keys(f) == 0, "%zu keys left", jf_fair_keys(f));
+	CHECKF(jf_fair_memory(f) < before + (peak - before) / 2,
+		   "%zu bytes before, %zu at the peak, %zu after", before, peak, jf_fair_memory(f));
+	printf("10,000 keys with a rate each: %zu bytes while they had tasks, %zu once collected (arrays kept)\n",
+		   peak - before, jf_fair_memory(f) - before);
+	jf_fair_destroy(f);
+}
+
 int
 main(void)
 {
@@ -1350,5 +1713,11 @@ main(void)
 	test_collect_keeps_what_is_needed();
 	test_collect_keeps_pace();
 	test_lane_log();
+	test_key_cap();
+	test_key_share();
+	test_key_rate();
+	test_key_ordered();
+	test_key_await();
+	test_key_collect();
 	return unit_done("test_fair");
 }
