@@ -23,7 +23,7 @@
 EXPLICIT_PG_CONFIG=${PG_CONFIG:-}
 source "$(dirname "$0")/lib.sh"
 source "$REPO/scripts/pgsrc.sh"
-source "$REPO/scripts/pgnet.sh"
+source "$REPO/scripts/peers.sh"
 
 RUN_START=$(date +%s)
 passed=0
@@ -152,10 +152,16 @@ test_server() {
 		failed_names+=("$label/build")
 		return 0
 	}
-	# pg_net beside jobflow_net (test_pg_net_compat.py), from ../shared/peers
+	# pg_net beside jobflow_net (test_pg_net_compat.py) and pg_cron for the
+	# importer (test_import_pg_cron.py), from ../shared/peers
 	timed "$label pg_net build" pgnet_install "$PG_CONFIG" || {
 		failed=$((failed + 1))
 		failed_names+=("$label/pg_net")
+		return 0
+	}
+	timed "$label pg_cron build" pgcron_install "$PG_CONFIG" || {
+		failed=$((failed + 1))
+		failed_names+=("$label/pg_cron")
 		return 0
 	}
 	# circuits off: many tests fail requests on purpose, and a circuit opened
@@ -252,7 +258,7 @@ ha_suite() {
 
 # shellcheck disable=SC2046
 timed "packages (apt-get)" ensure_packages prometheus prometheus-postgres-exporter python3-prometheus-client python3-yaml \
-	nginx-light openssl pgbouncer patroni etcd-server $(pgsrc_packages)
+	postgresql-15-cron nginx-light openssl pgbouncer patroni etcd-server $(pgsrc_packages)
 PORT=${JOBFLOW_TEST_PORT:-54329}
 if [ -n "$EXPLICIT_PG_CONFIG" ]; then
 	test_server "pg$("$EXPLICIT_PG_CONFIG" --version | sed 's/[^0-9]*\([0-9]*\).*/\1/')" "$EXPLICIT_PG_CONFIG" "$PORT"

@@ -15,7 +15,7 @@
 # jobs fail), and every URL is on 127.0.0.1.
 #
 # Needs pg_cron installed into the PostgreSQL under test (Debian's
-# postgresql-15-cron for 15, or built from source: scripts/pgcron.sh); the
+# postgresql-15-cron for 15, or built from source: scripts/peers.sh); the
 # module is skipped when it is not.
 #
 # -------------------------------------------------------------------------
@@ -39,10 +39,10 @@ def pg_cron_installed():
     return os.path.exists(os.path.join(share, "extension", "pg_cron.control"))
 
 
-# scripts/pgcron.sh sets JOBFLOW_PG_CRON=1 once pg_cron is there: then a
+# scripts/peers.sh sets JOBFLOW_PG_CRON=1 once pg_cron is there: then a
 # missing pg_cron is a failure, not a skip
 pytestmark = pytest.mark.skipif(not pg_cron_installed() and not os.environ.get("JOBFLOW_PG_CRON"),
-                                reason="pg_cron is not installed (scripts/pgcron.sh)")
+                                reason="pg_cron is not installed (scripts/peers.sh)")
 
 # (jobname, schedule, command, owner); owner None: the role app
 VAULT = "(select decrypted_secret from vault.decrypted_secrets where name = 'service_key')"

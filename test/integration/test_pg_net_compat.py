@@ -8,7 +8,7 @@
 # The test builds its own server (test/pgnode.py) next to the suite's
 # cluster, with shared_preload_libraries = 'jobflow,pg_net' and two
 # databases: "pgnet" with pg_net (built from the peers' source archive by
-# scripts/pgnet.sh and installed into the PostgreSQL under test; its
+# scripts/peers.sh and installed into the PostgreSQL under test; its
 # worker serves pg_net.database_name), and "jfnet" with jobflow_net.  The
 # same application (APP: a table whose trigger calls net.http_post with a
 # jsonb body and headers, then net.http_get with params, net.http_delete,
@@ -135,7 +135,7 @@ def need_pg_net(node):
     if not node.have_pg_net:
         if os.environ.get("JOBFLOW_PG_NET"):
             pytest.fail("JOBFLOW_PG_NET is set but pg_net is not installed in %s" % node.bindir)
-        pytest.skip("pg_net is not installed (scripts/pgnet.sh installs it)")
+        pytest.skip("pg_net is not installed (scripts/peers.sh installs it)")
 
 
 def run_app(node, dbname, receiver):
