@@ -2,7 +2,7 @@
 # bench/pgnet.sh: the same application workload through pg_net and through
 # jobflow_net (pg_net's interface backed by jobflow), in one run.
 #
-# Builds pg_net from the peers' source archive (scripts/pgnet.sh) and
+# Builds pg_net from the peers' source archive (scripts/peers.sh) and
 # jobflow, starts a private nginx on 127.0.0.1 (bench/nginx.sh) and ONE
 # throwaway cluster with shared_preload_libraries = 'jobflow,pg_net' and
 # production-like settings (fsync on, shared_buffers 256MB, autovacuum off:
@@ -29,7 +29,7 @@
 #                     JOBFLOW_KEEP_CLUSTER=1 (keep the cluster's and nginx's files)
 source "$(dirname "$0")/../scripts/lib.sh"
 source "$(dirname "$0")/../scripts/pgsrc.sh"
-source "$(dirname "$0")/../scripts/pgnet.sh"
+source "$(dirname "$0")/../scripts/peers.sh"
 source "$(dirname "$0")/nginx.sh"
 
 PORT=${PGNET_BENCH_PORT:-54427}
