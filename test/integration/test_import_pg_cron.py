@@ -175,6 +175,7 @@ def state(node):
             node.query("SELECT jobname, active FROM cron.job ORDER BY jobid"))
 
 
+@pytest.mark.smoke
 def test_import(node):
     before = state(node)
     rows = run(node, True)
