@@ -1,0 +1,71 @@
+# -------------------------------------------------------------------------
+#
+# test_boundary_review26.py
+#     A review of extension jobflow_net (pg_net's interface backed by
+#     jobflow, issue 26 item 1) as merged, tried as a hostile tenant and a
+#     careless operator would.  What the review found, each test failing on
+#     the code reviewed (main at 55338f5):
+#       - a schema "net" that a tenant made and filled was used as it was
+#         when the statement that would have fixed it ran in the same
+#         transaction as CREATE EXTENSION: the install script skipped all
+#         its checks when the schema's catalog row was written by the
+#         current transaction (meant for "CREATE EXTENSION made it"), and
+#         ALTER SCHEMA net OWNER TO, or REVOKE ... ON SCHEMA net, which its
+#         own hints suggest, write that row.  The tenant's functions stayed
+#         in schema net (say net.worker_restart(), which jobflow_net does
+#         not provide and an operator used to pg_net calls), and ran as
+#         the superuser who called them (src/jobflow_net.sql, the
+#         prelude).
+#
+# -------------------------------------------------------------------------
+
+import psycopg2
+import pytest
+
+from conftest import call
+
+
+# what a tenant plants in its schema net: pg_net's administrative function,
+# which jobflow_net does not provide, made to run as whoever calls it
+PLANT = """
+CREATE FUNCTION net.worker_restart() RETURNS boolean LANGUAGE sql
+    AS $$ SELECT CURRENT_USER = 'never' $$
+"""
+
+
+@pytest.mark.parametrize("fix", ["owner", "revoke"])
+def test_planted_schema_net_refused_when_fixed_in_the_same_transaction(new_role, databases, fix):
+    """A tenant makes schema net (it may create schemas in the database)
+    and plants a function there; or, in a schema net of a superuser that
+    granted it CREATE, plants one.  The operator follows the install's
+    hints in one transaction (ALTER SCHEMA net OWNER TO a superuser, or
+    REVOKE CREATE), then creates jobflow_net: refused, as it is when the
+    same statements run in transactions of their own."""
+    tenant = new_role()
+    name, conn = databases(extension=False)
+    with conn.cursor() as cur:
+        cur.execute("GRANT CREATE ON DATABASE %s TO %s" % (name, tenant))
+        if fix == "owner":
+            cur.execute("SET ROLE %s" % tenant)
+            cur.execute("CREATE SCHEMA net")
+        else:
+            cur.execute("CREATE SCHEMA net")
+            cur.execute("GRANT USAGE, CREATE ON SCHEMA net TO %s" % tenant)
+            cur.execute("SET ROLE %s" % tenant)
+        cur.execute(PLANT)
+        cur.execute("RESET ROLE")
+        cur.execute("BEGIN")
+        if fix == "owner":
+            cur.execute("ALTER SCHEMA net OWNER TO CURRENT_USER")
+        else:
+            cur.execute("REVOKE ALL ON SCHEMA net FROM %s" % tenant)
+        try:
+            with pytest.raises(psycopg2.Error) as err:
+                cur.execute("CREATE EXTENSION jobflow_net CASCADE")
+        finally:
+            cur.execute("ROLLBACK")
+    assert err.value.pgcode == "42P06", err.value.pgerror
+    assert "contains objects" in err.value.pgerror
+    assert call(conn, "SELECT count(*) FROM pg_extension WHERE extname = 'jobflow_net'") == 0
+    with conn.cursor() as cur:
+        cur.execute("DROP SCHEMA net CASCADE")
