@@ -32,6 +32,13 @@
  * leaves (the schema is not a member of the extension): empty, a
  * superuser's, granting nothing but USAGE to jobflow's roles.  Objects
  * planted there, or its owner, could otherwise change what net.* run.
+ * The objects and the owner are checked whoever made the schema and
+ * whenever: a schema's row written in this transaction (ALTER SCHEMA net
+ * OWNER TO, or REVOKE, just before) is no proof that CREATE EXTENSION made
+ * it, and it may still hold what a tenant planted.  Only its grants are
+ * let be when its row was written in this transaction: the installer's
+ * default privileges give the schema CREATE EXTENSION makes, and the
+ * privileges section below takes back, whatever that may be.
  */
 DO $prelude$
 DECLARE
@@ -39,13 +46,10 @@ DECLARE
 BEGIN
 	SELECT n.oid, n.nspowner, n.nspacl,
 		   (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) n.nspowner) AS owner_super,
-		   n.xmin OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()::pg_catalog.xid AS made_now
+		   n.xmin OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()::pg_catalog.xid AS written_now
 	  INTO s
 	  FROM pg_catalog.pg_namespace n
 	 WHERE n.nspname OPERATOR(pg_catalog.=) 'net'::pg_catalog.name;
-	IF s.made_now THEN
-		RETURN;
-	END IF;
 	IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension e
 				WHERE e.extname OPERATOR(pg_catalog.=) 'pg_net'::pg_catalog.name) THEN
 		RAISE EXCEPTION USING
@@ -74,7 +78,7 @@ BEGIN
 			DETAIL = 'CREATE EXTENSION jobflow_net uses an existing schema of that name, and its owner could change jobflow_net''s objects.',
 			HINT = 'Drop the schema, or give it to a superuser with ALTER SCHEMA net OWNER TO, and try again.';
 	END IF;
-	IF s.nspacl IS NOT NULL AND EXISTS (
+	IF NOT s.written_now AND s.nspacl IS NOT NULL AND EXISTS (
 		SELECT 1 FROM pg_catalog.aclexplode(s.nspacl) a
 		 WHERE a.grantee OPERATOR(pg_catalog.<>) s.nspowner
 		   AND (a.privilege_type OPERATOR(pg_catalog.<>) 'USAGE'
