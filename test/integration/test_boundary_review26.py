@@ -15,7 +15,15 @@
 #         in schema net (say net.worker_restart(), which jobflow_net does
 #         not provide and an operator used to pg_net calls), and ran as
 #         the superuser who called them (src/jobflow_net.sql, the
-#         prelude).
+#         prelude);
+#       - a tenant chose how often another tenant's requests are retried:
+#         jobflow.net_max_attempts could be set by any session, and
+#         net.http_* read it from the session, also inside another role's
+#         SECURITY DEFINER function (the way pg_net's users, Supabase's
+#         database webhooks among them, call net.http_post from
+#         triggers): a tenant that set it to 1000 before firing such a
+#         trigger made the owner's request, sent once as pg_net sends it,
+#         be retried up to 1000 times (src/base/settings.c).
 #
 # -------------------------------------------------------------------------
 
@@ -69,3 +77,37 @@ def test_planted_schema_net_refused_when_fixed_in_the_same_transaction(new_role,
     assert call(conn, "SELECT count(*) FROM pg_extension WHERE extname = 'jobflow_net'") == 0
     with conn.cursor() as cur:
         cur.execute("DROP SCHEMA net CASCADE")
+
+
+def test_a_tenant_cannot_choose_the_attempts_of_another_tenants_requests(new_role, databases):
+    """Tenant A's SECURITY DEFINER function calls net.http_get, as pg_net's
+    webhook triggers do; tenant B sets jobflow.net_max_attempts (in its
+    session, or as its role's default) and calls it: A's request is still
+    sent once, as A asked (by not asking)."""
+    a, b = new_role(), new_role()
+    name, conn = databases()
+    with conn.cursor() as cur:
+        cur.execute("CREATE EXTENSION jobflow_net")
+        cur.execute("CREATE SCHEMA hooks AUTHORIZATION %s" % a)
+        cur.execute("SET ROLE %s" % a)
+        cur.execute("CREATE FUNCTION hooks.notify() RETURNS bigint LANGUAGE sql"
+                    " SECURITY DEFINER SET search_path = pg_catalog"
+                    " AS $$ SELECT net.http_get('http://127.0.0.1:1/hook') $$")
+        cur.execute("GRANT USAGE ON SCHEMA hooks TO %s" % b)
+        cur.execute("GRANT EXECUTE ON FUNCTION hooks.notify() TO %s" % b)
+        cur.execute("RESET ROLE")
+        cur.execute("SET ROLE %s" % b)
+        for sql in ("ALTER ROLE CURRENT_USER SET jobflow.net_max_attempts = 1000",
+                    "SET jobflow.net_max_attempts = 1000"):
+            try:
+                cur.execute(sql)
+            except psycopg2.Error as e:
+                assert e.pgcode == "42501", e.pgerror
+        cur.execute("SELECT hooks.notify()")
+        task = cur.fetchone()[0]
+        cur.execute("RESET ROLE")
+        cur.execute("RESET jobflow.net_max_attempts")
+        cur.execute("ALTER ROLE %s RESET ALL" % b)
+        cur.execute("SELECT owner::text, max_attempts FROM jobflow.tasks WHERE id = %s", (task,))
+        assert cur.fetchone() == (a, 1)
+        cur.execute("DROP SCHEMA hooks CASCADE")
