@@ -207,8 +207,9 @@ $$;
 
 /*
  * Schedules what net.jobflow_request() says, in the caller's queue "net",
- * with jobflow.net_max_attempts attempts (1 unless the role or session
- * asks for more).  jobflow.schedule() checks the task and its owner.
+ * with jobflow.net_max_attempts attempts (1 unless a superuser set more for
+ * the role, the database or the server).  jobflow.schedule() checks the task
+ * and its owner.
  */
 CREATE FUNCTION net._schedule(request jsonb)
 RETURNS bigint
