@@ -23,9 +23,20 @@
 #         database webhooks among them, call net.http_post from
 #         triggers): a tenant that set it to 1000 before firing such a
 #         trigger made the owner's request, sent once as pg_net sends it,
-#         be retried up to 1000 times (src/base/settings.c).
+#         be retried up to 1000 times (src/base/settings.c);
+#       - a large param pinned a core for minutes before the URL limit
+#         (8 kB) refused it: net._urlencode() converted the whole string
+#         again for every byte it encoded, so its time grew with the
+#         square of the length (20 kB: 0.12 s; 1 MB: about 5 minutes,
+#         not stopped by the client going away), where pg_net's encoding
+#         is linear.  An application whose trigger passes a user's text
+#         in params (net.http_get(url, params := jsonb_build_object('q',
+#         NEW.comment))) gave any user of it that lever
+#         (src/jobflow_net.sql, net._urlencode).
 #
 # -------------------------------------------------------------------------
+
+import time
 
 import psycopg2
 import pytest
@@ -111,3 +122,27 @@ def test_a_tenant_cannot_choose_the_attempts_of_another_tenants_requests(new_rol
         cur.execute("SELECT owner::text, max_attempts FROM jobflow.tasks WHERE id = %s", (task,))
         assert cur.fetchone() == (a, 1)
         cur.execute("DROP SCHEMA hooks CASCADE")
+
+
+def test_a_large_param_is_refused_by_the_url_limit_without_pinning_a_core(new_role, databases):
+    """net.http_get with a 500 kB param (a user's text that an application
+    passes in params) fails as any URL over the limit does, "callback URL
+    is too long", once its params are encoded: in a second or so, not in
+    the minutes a quadratic encoding takes.  statement_timeout only guards
+    the test (the call is cancelled, and the test fails, if the encoding is
+    quadratic); the time is printed, not asserted."""
+    tenant = new_role()
+    name, conn = databases()
+    with conn.cursor() as cur:
+        cur.execute("CREATE EXTENSION jobflow_net")
+        cur.execute("SET ROLE %s" % tenant)
+        cur.execute("SET statement_timeout = '30s'")
+        start = time.monotonic()
+        with pytest.raises(psycopg2.Error) as err:
+            cur.execute("SELECT net.http_get('http://127.0.0.1:1/search',"
+                        " params := jsonb_build_object('q', repeat('\u00e9', 250000)))")
+        print("a 500 kB param refused in %.2f s" % (time.monotonic() - start))
+        cur.execute("RESET statement_timeout")
+        cur.execute("RESET ROLE")
+    assert err.value.pgcode == "54000", err.value.pgerror
+    assert "callback URL is too long" in err.value.pgerror
