@@ -113,7 +113,10 @@ CREATE TYPE net.http_response_result AS (
  * A param's key or value as pg_net puts it in the query: every byte of
  * its UTF-8 form but A-Z a-z 0-9 - . _ ~ as %xx (curl_easy_escape() writes
  * upper-case hex digits, then curl's URL API, which pg_net appends the
- * params with, gives them back in lower case).
+ * params with, gives them back in lower case).  Character by character:
+ * the time grows with the length (reading the whole string again for each
+ * byte, as get_byte(convert_to(string), i) does, took minutes for a param
+ * of 1 MB before the URL limit refused it).
  */
 CREATE FUNCTION net._urlencode(string text)
 RETURNS text
@@ -122,16 +125,16 @@ IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 	SELECT COALESCE(pg_catalog.string_agg(
-			 CASE WHEN b.v OPERATOR(pg_catalog.>=) 48 AND b.v OPERATOR(pg_catalog.<=) 57
-					OR b.v OPERATOR(pg_catalog.>=) 65 AND b.v OPERATOR(pg_catalog.<=) 90
-					OR b.v OPERATOR(pg_catalog.>=) 97 AND b.v OPERATOR(pg_catalog.<=) 122
-					OR b.v OPERATOR(pg_catalog.=) ANY ('{45,46,95,126}'::integer[])
-				  THEN pg_catalog.chr(b.v)
-				  ELSE '%' OPERATOR(pg_catalog.||) pg_catalog.lpad(pg_catalog.to_hex(b.v), 2, '0')
-			 END, '' ORDER BY b.i), '')
-	  FROM (SELECT g.i, pg_catalog.get_byte(pg_catalog.convert_to(string, 'UTF8'), g.i) AS v
-			  FROM pg_catalog.generate_series(0, pg_catalog.octet_length(pg_catalog.convert_to(string, 'UTF8'))
-												 OPERATOR(pg_catalog.-) 1) AS g(i)) AS b
+			 CASE WHEN c.v OPERATOR(pg_catalog.>=) 48 AND c.v OPERATOR(pg_catalog.<=) 57
+					OR c.v OPERATOR(pg_catalog.>=) 65 AND c.v OPERATOR(pg_catalog.<=) 90
+					OR c.v OPERATOR(pg_catalog.>=) 97 AND c.v OPERATOR(pg_catalog.<=) 122
+					OR c.v OPERATOR(pg_catalog.=) ANY ('{45,46,95,126}'::integer[])
+				  THEN c.ch
+				  ELSE pg_catalog.regexp_replace(pg_catalog.encode(pg_catalog.convert_to(c.ch, 'UTF8'), 'hex'),
+												 '(..)', E'%\\1', 'g')
+			 END, '' ORDER BY c.n), '')
+	  FROM (SELECT s.ch, s.n, pg_catalog.ascii(s.ch) AS v
+			  FROM pg_catalog.regexp_split_to_table(string, '') WITH ORDINALITY AS s(ch, n)) AS c
 $$;
 
 /*
