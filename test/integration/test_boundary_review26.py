@@ -32,10 +32,17 @@
 #         is linear.  An application whose trigger passes a user's text
 #         in params (net.http_get(url, params := jsonb_build_object('q',
 #         NEW.comment))) gave any user of it that lever
-#         (src/jobflow_net.sql, net._urlencode).
+#         (src/jobflow_net.sql, net._urlencode);
+#       - params of a URL with a fragment were lost: appended after the
+#         "#", they went out in no request (a fragment is never sent),
+#         where pg_net (curl's URL API) puts them in the query, before
+#         the fragment; a "?" inside the fragment counted as a query; a
+#         URL ending in "?" got "?&" (src/jobflow_net.sql,
+#         net.jobflow_request).
 #
 # -------------------------------------------------------------------------
 
+import json
 import time
 
 import psycopg2
@@ -146,3 +153,27 @@ def test_a_large_param_is_refused_by_the_url_limit_without_pinning_a_core(new_ro
         cur.execute("RESET ROLE")
     assert err.value.pgcode == "54000", err.value.pgerror
     assert "callback URL is too long" in err.value.pgerror
+
+
+# url, params -> the URL pg_net 0.20 sends (curl_url_set(CURLUPART_QUERY,
+# CURLU_APPENDQUERY) on the parsed URL, then the whole URL back)
+APPENDED = [
+    ("http://127.0.0.1:1/p#top", {"a": "b"}, "http://127.0.0.1:1/p?a=b#top"),
+    ("http://127.0.0.1:1/p#x?y", {"a": "b"}, "http://127.0.0.1:1/p?a=b#x?y"),
+    ("http://127.0.0.1:1/p?k=1#top", {"a": "b"}, "http://127.0.0.1:1/p?k=1&a=b#top"),
+    ("http://127.0.0.1:1/p?", {"a": "b"}, "http://127.0.0.1:1/p?a=b"),
+    ("http://127.0.0.1:1/p?k=1", {"a": "b"}, "http://127.0.0.1:1/p?k=1&a=b"),
+    ("http://127.0.0.1:1/p?k=1&", {"a": "b"}, "http://127.0.0.1:1/p?k=1&a=b"),
+]
+
+
+@pytest.mark.parametrize("url,params,expected", APPENDED)
+def test_params_go_into_the_query_as_pg_net_puts_them(databases, url, params, expected):
+    """The URL net.http_* send (net.jobflow_request() says it) has the
+    params in its query, before any fragment, as pg_net's."""
+    name, conn = databases()
+    with conn.cursor() as cur:
+        cur.execute("CREATE EXTENSION jobflow_net")
+        cur.execute("SELECT net.jobflow_request('GET', %s, params => %s::jsonb) ->> 'url'",
+                    (url, json.dumps(params)))
+        assert cur.fetchone()[0] == expected
