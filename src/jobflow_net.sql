@@ -163,6 +163,9 @@ DECLARE
 	m text := pg_catalog.upper(jobflow_request.method);
 	h jsonb := COALESCE(jobflow_request.headers, '{}'::jsonb);
 	query text;
+	u text;
+	hash integer;
+	fragment text := '';
 	ct text;
 	r jsonb;
 BEGIN
@@ -193,11 +196,26 @@ BEGIN
 	  INTO query
 	  FROM pg_catalog.jsonb_each_text(COALESCE(jobflow_request.params, '{}'::jsonb)) AS e(key, value)
 	 WHERE e.value IS NOT NULL;		/* pg_net leaves out a param whose value is null */
+	/*
+	 * As curl's URL API appends them for pg_net: to the query, before any
+	 * fragment (a fragment is never sent: params after it would be lost),
+	 * with "&" unless the query is empty or ends with one.
+	 */
+	u := jobflow_request.url;
+	IF query IS NOT NULL AND u IS NOT NULL THEN
+		hash := pg_catalog.strpos(u, '#');
+		IF hash OPERATOR(pg_catalog.>) 0 THEN
+			fragment := pg_catalog.substr(u, hash);
+			u := pg_catalog.left(u, hash OPERATOR(pg_catalog.-) 1);
+		END IF;
+		u := u OPERATOR(pg_catalog.||)
+			 CASE WHEN pg_catalog.strpos(u, '?') OPERATOR(pg_catalog.=) 0 THEN '?'
+				  WHEN pg_catalog.right(u, 1) OPERATOR(pg_catalog.=) ANY ('{?,&}'::text[]) THEN ''
+				  ELSE '&' END
+			 OPERATOR(pg_catalog.||) query OPERATOR(pg_catalog.||) fragment;
+	END IF;
 	r := pg_catalog.jsonb_build_object(
-		'url', CASE WHEN query IS NULL OR jobflow_request.url IS NULL THEN jobflow_request.url
-					WHEN pg_catalog.strpos(jobflow_request.url, '?') OPERATOR(pg_catalog.>) 0
-					THEN jobflow_request.url OPERATOR(pg_catalog.||) '&' OPERATOR(pg_catalog.||) query
-					ELSE jobflow_request.url OPERATOR(pg_catalog.||) '?' OPERATOR(pg_catalog.||) query END,
+		'url', u,
 		'method', m,
 		'headers', h,
 		'timeout_ms', jobflow_request.timeout_milliseconds);
