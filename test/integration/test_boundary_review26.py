@@ -39,6 +39,24 @@
 #         the fragment; a "?" inside the fragment counted as a query; a
 #         URL ending in "?" got "?&" (src/jobflow_net.sql,
 #         net.jobflow_request).
+#     What held, tried by hand or by test_pg_net_compat.py: another
+#     tenant's responses by guessed id through net._http_response,
+#     net._http_collect_response() and net._await_response() (also on 14,
+#     whose security_barrier view kept a leaky function above its filter);
+#     operators, functions and overloads planted on the caller's
+#     search_path (every function pins it, qualifies its operators, and
+#     none is inlined); secrets of another tenant named in headers; CRLF in
+#     header names, values and the URL, and "#", "@", "&", "=" in params
+#     (percent-encoded; the deny list is checked at connect time, whatever
+#     the URL); a POST with two Content-Types; a tenant's pause of its
+#     queue "net" (per owner: another's requests went); a tenant-made
+#     schema net (refused: objects, owner, grants); DROP EXTENSION jobflow
+#     (refused while jobflow_net needs it; CASCADE leaves an empty schema
+#     net that a new CREATE EXTENSION uses); ALTER EXTENSION jobflow UPDATE
+#     from 0.2.0 with jobflow_net installed; the launcher's CREATE
+#     EXTENSION ... CASCADE detection, which a tenant can trigger (CREATE
+#     EXTENSION IF NOT EXISTS plpgsql CASCADE): it only asks the launcher
+#     to serve a database that has jobflow, as it already does.
 #
 # -------------------------------------------------------------------------
 
