@@ -32,6 +32,13 @@
  * leaves (the schema is not a member of the extension): empty, a
  * superuser's, granting nothing but USAGE to jobflow's roles.  Objects
  * planted there, or its owner, could otherwise change what net.* run.
+ * The objects and the owner are checked whoever made the schema and
+ * whenever: a schema's row written in this transaction (ALTER SCHEMA net
+ * OWNER TO, or REVOKE, just before) is no proof that CREATE EXTENSION made
+ * it, and it may still hold what a tenant planted.  Only its grants are
+ * let be when its row was written in this transaction: the installer's
+ * default privileges give the schema CREATE EXTENSION makes, and the
+ * privileges section below takes back, whatever that may be.
  */
 DO $prelude$
 DECLARE
@@ -39,13 +46,10 @@ DECLARE
 BEGIN
 	SELECT n.oid, n.nspowner, n.nspacl,
 		   (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) n.nspowner) AS owner_super,
-		   n.xmin OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()::pg_catalog.xid AS made_now
+		   n.xmin OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()::pg_catalog.xid AS written_now
 	  INTO s
 	  FROM pg_catalog.pg_namespace n
 	 WHERE n.nspname OPERATOR(pg_catalog.=) 'net'::pg_catalog.name;
-	IF s.made_now THEN
-		RETURN;
-	END IF;
 	IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension e
 				WHERE e.extname OPERATOR(pg_catalog.=) 'pg_net'::pg_catalog.name) THEN
 		RAISE EXCEPTION USING
@@ -74,7 +78,7 @@ BEGIN
 			DETAIL = 'CREATE EXTENSION jobflow_net uses an existing schema of that name, and its owner could change jobflow_net''s objects.',
 			HINT = 'Drop the schema, or give it to a superuser with ALTER SCHEMA net OWNER TO, and try again.';
 	END IF;
-	IF s.nspacl IS NOT NULL AND EXISTS (
+	IF NOT s.written_now AND s.nspacl IS NOT NULL AND EXISTS (
 		SELECT 1 FROM pg_catalog.aclexplode(s.nspacl) a
 		 WHERE a.grantee OPERATOR(pg_catalog.<>) s.nspowner
 		   AND (a.privilege_type OPERATOR(pg_catalog.<>) 'USAGE'
@@ -109,7 +113,10 @@ CREATE TYPE net.http_response_result AS (
  * A param's key or value as pg_net puts it in the query: every byte of
  * its UTF-8 form but A-Z a-z 0-9 - . _ ~ as %xx (curl_easy_escape() writes
  * upper-case hex digits, then curl's URL API, which pg_net appends the
- * params with, gives them back in lower case).
+ * params with, gives them back in lower case).  Character by character:
+ * the time grows with the length (reading the whole string again for each
+ * byte, as get_byte(convert_to(string), i) does, took minutes for a param
+ * of 1 MB before the URL limit refused it).
  */
 CREATE FUNCTION net._urlencode(string text)
 RETURNS text
@@ -118,16 +125,16 @@ IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 	SELECT COALESCE(pg_catalog.string_agg(
-			 CASE WHEN b.v OPERATOR(pg_catalog.>=) 48 AND b.v OPERATOR(pg_catalog.<=) 57
-					OR b.v OPERATOR(pg_catalog.>=) 65 AND b.v OPERATOR(pg_catalog.<=) 90
-					OR b.v OPERATOR(pg_catalog.>=) 97 AND b.v OPERATOR(pg_catalog.<=) 122
-					OR b.v OPERATOR(pg_catalog.=) ANY ('{45,46,95,126}'::integer[])
-				  THEN pg_catalog.chr(b.v)
-				  ELSE '%' OPERATOR(pg_catalog.||) pg_catalog.lpad(pg_catalog.to_hex(b.v), 2, '0')
-			 END, '' ORDER BY b.i), '')
-	  FROM (SELECT g.i, pg_catalog.get_byte(pg_catalog.convert_to(string, 'UTF8'), g.i) AS v
-			  FROM pg_catalog.generate_series(0, pg_catalog.octet_length(pg_catalog.convert_to(string, 'UTF8'))
-												 OPERATOR(pg_catalog.-) 1) AS g(i)) AS b
+			 CASE WHEN c.v OPERATOR(pg_catalog.>=) 48 AND c.v OPERATOR(pg_catalog.<=) 57
+					OR c.v OPERATOR(pg_catalog.>=) 65 AND c.v OPERATOR(pg_catalog.<=) 90
+					OR c.v OPERATOR(pg_catalog.>=) 97 AND c.v OPERATOR(pg_catalog.<=) 122
+					OR c.v OPERATOR(pg_catalog.=) ANY ('{45,46,95,126}'::integer[])
+				  THEN c.ch
+				  ELSE pg_catalog.regexp_replace(pg_catalog.encode(pg_catalog.convert_to(c.ch, 'UTF8'), 'hex'),
+												 '(..)', E'%\\1', 'g')
+			 END, '' ORDER BY c.n), '')
+	  FROM (SELECT s.ch, s.n, pg_catalog.ascii(s.ch) AS v
+			  FROM pg_catalog.regexp_split_to_table(string, '') WITH ORDINALITY AS s(ch, n)) AS c
 $$;
 
 /*
@@ -156,6 +163,9 @@ DECLARE
 	m text := pg_catalog.upper(jobflow_request.method);
 	h jsonb := COALESCE(jobflow_request.headers, '{}'::jsonb);
 	query text;
+	u text;
+	hash integer;
+	fragment text := '';
 	ct text;
 	r jsonb;
 BEGIN
@@ -186,11 +196,26 @@ BEGIN
 	  INTO query
 	  FROM pg_catalog.jsonb_each_text(COALESCE(jobflow_request.params, '{}'::jsonb)) AS e(key, value)
 	 WHERE e.value IS NOT NULL;		/* pg_net leaves out a param whose value is null */
+	/*
+	 * As curl's URL API appends them for pg_net: to the query, before any
+	 * fragment (a fragment is never sent: params after it would be lost),
+	 * with "&" unless the query is empty or ends with one.
+	 */
+	u := jobflow_request.url;
+	IF query IS NOT NULL AND u IS NOT NULL THEN
+		hash := pg_catalog.strpos(u, '#');
+		IF hash OPERATOR(pg_catalog.>) 0 THEN
+			fragment := pg_catalog.substr(u, hash);
+			u := pg_catalog.left(u, hash OPERATOR(pg_catalog.-) 1);
+		END IF;
+		u := u OPERATOR(pg_catalog.||)
+			 CASE WHEN pg_catalog.strpos(u, '?') OPERATOR(pg_catalog.=) 0 THEN '?'
+				  WHEN pg_catalog.right(u, 1) OPERATOR(pg_catalog.=) ANY ('{?,&}'::text[]) THEN ''
+				  ELSE '&' END
+			 OPERATOR(pg_catalog.||) query OPERATOR(pg_catalog.||) fragment;
+	END IF;
 	r := pg_catalog.jsonb_build_object(
-		'url', CASE WHEN query IS NULL OR jobflow_request.url IS NULL THEN jobflow_request.url
-					WHEN pg_catalog.strpos(jobflow_request.url, '?') OPERATOR(pg_catalog.>) 0
-					THEN jobflow_request.url OPERATOR(pg_catalog.||) '&' OPERATOR(pg_catalog.||) query
-					ELSE jobflow_request.url OPERATOR(pg_catalog.||) '?' OPERATOR(pg_catalog.||) query END,
+		'url', u,
 		'method', m,
 		'headers', h,
 		'timeout_ms', jobflow_request.timeout_milliseconds);
@@ -203,8 +228,9 @@ $$;
 
 /*
  * Schedules what net.jobflow_request() says, in the caller's queue "net",
- * with jobflow.net_max_attempts attempts (1 unless the role or session
- * asks for more).  jobflow.schedule() checks the task and its owner.
+ * with jobflow.net_max_attempts attempts (1 unless a superuser set more for
+ * the role, the database or the server).  jobflow.schedule() checks the task
+ * and its owner.
  */
 CREATE FUNCTION net._schedule(request jsonb)
 RETURNS bigint

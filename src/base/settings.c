@@ -496,13 +496,17 @@ jf_settings_define(void)
 	/*
 	 * Read by extension jobflow_net's net.http_get/post/delete, whose
 	 * signatures (pg_net's) have no place for it: pg_net never retries, so
-	 * neither do they unless a role or session asks.
+	 * neither do they unless the operator asks, for a role, a database or
+	 * the server.  A superuser setting: they read it from the session that
+	 * calls them, also inside another role's SECURITY DEFINER function (a
+	 * webhook trigger), where a setting of the caller's own would choose
+	 * how often that role's request is sent.
 	 */
 	DefineCustomIntVariable("jobflow.net_max_attempts",
 							"Attempts of each request made through extension jobflow_net (net.http_get, http_post, http_delete).",
 							"1, the default, sends each request once, as pg_net does.",
 							&guc_net_max_attempts, 1, 1, 1000,
-							PGC_USERSET, 0, NULL, NULL, NULL);
+							PGC_SUSET, 0, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("jobflow.max_queues_per_role",
 							"Most configured queues (rows of jobflow.queues) one role may have; 0 means no limit.",
