@@ -50,6 +50,18 @@ BEGIN
 	  INTO s
 	  FROM pg_catalog.pg_namespace n
 	 WHERE n.nspname OPERATOR(pg_catalog.=) 'net'::pg_catalog.name;
+	/* the control file cannot require a version: jobflow 0.3.0's objects */
+	IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension e
+				WHERE e.extname OPERATOR(pg_catalog.=) 'jobflow'::pg_catalog.name
+				  AND e.extversion OPERATOR(pg_catalog.=) ANY ('{0.1.0,0.2.0}'::pg_catalog.text[])) THEN
+		RAISE EXCEPTION USING
+			ERRCODE = 'object_not_in_prerequisite_state',
+			MESSAGE = 'jobflow_net needs jobflow 0.3.0 or later',
+			DETAIL = pg_catalog.format('Extension jobflow is at version %s in this database.',
+				(SELECT e.extversion FROM pg_catalog.pg_extension e
+				  WHERE e.extname OPERATOR(pg_catalog.=) 'jobflow'::pg_catalog.name)),
+			HINT = 'Update it first: ALTER EXTENSION jobflow UPDATE.';
+	END IF;
 	IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension e
 				WHERE e.extname OPERATOR(pg_catalog.=) 'pg_net'::pg_catalog.name) THEN
 		RAISE EXCEPTION USING

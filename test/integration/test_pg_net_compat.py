@@ -386,6 +386,27 @@ def test_not_beside_pg_net(node):
     need_pg_net(node)
 
 
+def test_needs_jobflow_0_3_0(node):
+    """jobflow_net uses jobflow 0.3.0's objects, which the control file
+    cannot require: on a database whose jobflow is still 0.2.0 it refuses
+    with 55000 and says to update, and goes in once updated."""
+    node.query("DROP DATABASE IF EXISTS older")
+    node.query("CREATE DATABASE older")
+    try:
+        node.query("CREATE EXTENSION jobflow VERSION '0.2.0'", dbname="older")
+        with pytest.raises(psycopg2.Error) as err:
+            node.query("CREATE EXTENSION jobflow_net", dbname="older")
+        assert err.value.pgcode == "55000"
+        assert "jobflow_net needs jobflow 0.3.0 or later" in err.value.pgerror
+        assert "ALTER EXTENSION jobflow UPDATE" in err.value.diag.message_hint
+        node.query("ALTER EXTENSION jobflow UPDATE", dbname="older")
+        node.query("CREATE EXTENSION jobflow_net", dbname="older")
+        assert node.value("SELECT extversion FROM pg_extension WHERE extname = 'jobflow_net'",
+                          dbname="older") == "0.3.0"
+    finally:
+        node.query("DROP DATABASE older")
+
+
 def test_sent_once_unless_asked(node, receiver):
     """pg_net never retries: neither does net.http_*, unless
     jobflow.net_max_attempts asks."""
