@@ -18,30 +18,7 @@ source "$(dirname "$0")/../scripts/lib.sh"
 source "$(dirname "$0")/nginx.sh"
 
 PORT=${KEYS_BENCH_PORT:-54424}
-nginx_install
-[ -n "${SKIP_BUILD:-}" ] || build_and_install
-set_pgbin
-
-cleanup() {
-	stop_nginx
-	cluster_remove
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-start_nginx
-cluster_start keysbench "$PORT" \
-	"fsync = on" \
-	"synchronous_commit = on" \
-	"shared_buffers = 256MB" \
-	"max_wal_size = 4GB" \
-	"checkpoint_timeout = 15min" \
-	"autovacuum = off" \
-	"log_timezone = 'UTC'" \
-	"max_worker_processes = 32" \
-	"jobflow.allow_networks = '127.0.0.0/8, ::1/128'" \
-	"jobflow.database_name = 'jobflow'" \
-	"jobflow.tls_ca_file = '$NGINX_CA_FILE'"
+bench_start keysbench "$PORT"
 
 export CLUSTER_LOG="$CLUSTER_DIR/postgres.log"
 "$PYTHON" "$REPO/bench/keys.py"

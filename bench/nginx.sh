@@ -1,5 +1,6 @@
 # bench/nginx.sh: the private nginx receiver of the benchmarks, sourced by
-# bench/dispatcher.sh and bench/retention.sh after scripts/lib.sh.
+# the bench/*.sh scripts after scripts/lib.sh; bench_start (at the end)
+# also starts the cluster of the W2-style ones.
 #
 # nginx_install installs nginx-light with apt-get when it is missing (with
 # the packages scripts/lib.sh wants); start_nginx runs nginx on free ports
@@ -91,4 +92,32 @@ stop_nginx() {
 	if [ -n "$NGINX_DIR" ] && [ -z "${JOBFLOW_KEEP_CLUSTER:-}" ]; then
 		rm -rf "$NGINX_DIR"
 	fi
+}
+
+# bench_start NAME PORT: what the W2-style benchmarks (indexes.sh, quiet.sh,
+# keys.sh) share: nginx and jobflow installed (unless SKIP_BUILD=1), both
+# stopped on exit, nginx started, and a throwaway cluster NAME on PORT with
+# production-like durability (fsync and synchronous_commit on) and
+# autovacuum off, so that every run starts from the same point, trusting
+# nginx's test CA
+bench_start() {
+	local name=$1 port=$2
+	nginx_install
+	[ -n "${SKIP_BUILD:-}" ] || build_and_install
+	set_pgbin
+	trap 'stop_nginx; cluster_remove' EXIT
+	trap 'exit 130' INT TERM
+	start_nginx
+	cluster_start "$name" "$port" \
+		"fsync = on" \
+		"synchronous_commit = on" \
+		"shared_buffers = 256MB" \
+		"max_wal_size = 4GB" \
+		"checkpoint_timeout = 15min" \
+		"autovacuum = off" \
+		"log_timezone = 'UTC'" \
+		"max_worker_processes = 32" \
+		"jobflow.allow_networks = '127.0.0.0/8, ::1/128'" \
+		"jobflow.database_name = 'jobflow'" \
+		"jobflow.tls_ca_file = '$NGINX_CA_FILE'"
 }
